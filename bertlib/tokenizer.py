@@ -231,7 +231,7 @@ def train_wordpiece(word_freqs: dict[str, int], vocab_size: int, rule: str = "co
     return vocab, merges
 
 # %% ../notebooks/01_wordpiece.ipynb #c017
-DEFAULT_VOCAB_SIZE = 8192  # chosen in notebook 01: ~1.17 pieces per word on WikiText-2, every piece well trained
+DEFAULT_VOCAB_SIZE = 8192  # notebook 01: ~1.18 pieces per word on WikiText-2, yet each piece seen often enough
 
 
 def _configure(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
@@ -249,9 +249,6 @@ def _special_tokens() -> list[AddedToken]:
 
 def _add_post_processor(tokenizer: Tokenizer) -> Tokenizer:
     ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
-    missing = [t for t, i in ids.items() if i is None]
-    if missing:
-        raise ValueError(f"the vocabulary lacks the special tokens {missing}; BERT needs all of {SPECIAL_TOKENS}")
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
         special_tokens=[(CLS, ids[CLS]), (SEP, ids[SEP])])
@@ -273,6 +270,9 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
 
 def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokenizer:
     "The fast tokenizer for a given vocabulary (a list of pieces, index = id), e.g. one read from `vocab.txt`."
+    missing = [t for t in SPECIAL_TOKENS if t not in vocab]
+    if missing:
+        raise ValueError(f"the vocabulary lacks the special tokens {missing}; BERT needs all of {SPECIAL_TOKENS}")
     tokenizer = _configure(Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK,
                                                       max_input_chars_per_word=100)), lowercase)
     tokenizer.add_special_tokens(_special_tokens())

@@ -1,0 +1,4 @@
+"""`python -m bertlib`: the command line."""
+from bertlib.cli import main
+
+raise SystemExit(main())
