@@ -32,7 +32,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'bertlib.tokenizer._add_post_processor': ('wordpiece.html#_add_post_processor', 'bertlib/tokenizer.py'),
                                    'bertlib.tokenizer._atomic_write': ('wordpiece.html#_atomic_write', 'bertlib/tokenizer.py'),
                                    'bertlib.tokenizer._configure': ('wordpiece.html#_configure', 'bertlib/tokenizer.py'),
-                                   'bertlib.tokenizer._interleave': ('wordpiece.html#_interleave', 'bertlib/tokenizer.py'),
                                    'bertlib.tokenizer._is_cjk': ('wordpiece.html#_is_cjk', 'bertlib/tokenizer.py'),
                                    'bertlib.tokenizer._is_control': ('wordpiece.html#_is_control', 'bertlib/tokenizer.py'),
                                    'bertlib.tokenizer._is_punctuation': ('wordpiece.html#_is_punctuation', 'bertlib/tokenizer.py'),

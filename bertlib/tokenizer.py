@@ -7,6 +7,7 @@ __all__ = ['SPECIAL_TOKENS', 'PAD', 'UNK', 'CLS', 'SEP', 'MASK', 'WIKITEXT_UNK',
 
 # %% ../notebooks/01_wordpiece.ipynb #c004
 import os
+import re
 import tempfile
 import unicodedata
 from collections import Counter
@@ -93,17 +94,9 @@ def wordpiece(word: str, vocab: dict[str, int] | set[str], unk_token: str = UNK,
 
 def _split_keeping(text: str, tokens: Sequence[str]) -> list[str]:
     "Cut `text` around each occurrence of `tokens`, keeping them as separate items (empty pieces dropped)."
-    parts = [text]
-    for token in tokens:
-        parts = [p for part in parts for p in _interleave(part.split(token), token)] if token else parts
-    return [p for p in parts if p]
-
-
-def _interleave(pieces: list[str], token: str) -> list[str]:
-    out = [pieces[0]]
-    for piece in pieces[1:]:
-        out += [token, piece]
-    return out
+    if not tokens:
+        return [text] if text else []
+    return [p for p in re.split("(" + "|".join(map(re.escape, tokens)) + ")", text) if p]
 
 
 class WordPieceTokenizer:
