@@ -2,12 +2,13 @@
 
 # %% auto #0
 __all__ = ['HUB_DATASET', 'WIKITEXT_CONFIGS', 'SPLITS', 'DATA_DIR_ENV', 'QUICK_ENV', 'UNK_MARKER', 'Unit', 'quick_mode',
-           'resolve_data_dir', 'load_wikitext2', 'restore_joiners', 'parse_heading', 'split_sentences',
+           'resolve_data_dir', 'atomic_write', 'load_wikitext2', 'restore_joiners', 'parse_heading', 'split_sentences',
            'split_documents', 'wikitext_documents', 'corpus_stats']
 
 # %% ../notebooks/00_setup_and_tour.ipynb #c005
 import os
 import re
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
@@ -31,6 +32,22 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     return None if chosen is None else Path(chosen).expanduser()
 
 # %% ../notebooks/00_setup_and_tour.ipynb #c008
+def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
+    "Write `data` (text as UTF-8, or bytes) to `path` atomically: a temporary file, fsync, then a rename."
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+# %% ../notebooks/00_setup_and_tour.ipynb #c010
 def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not valid; choose one of {', '.join(map(repr, allowed))}")
@@ -82,7 +99,7 @@ def load_wikitext2(split: str = "train", config: str = "wikitext-2-v1",
             f"offline, {_offline_help(config)}.") from err
     return list(ds["text"])
 
-# %% ../notebooks/00_setup_and_tour.ipynb #c012
+# %% ../notebooks/00_setup_and_tour.ipynb #c014
 _JOINER = re.compile(r" @([-,.])@ ")
 _HEADING = re.compile(r"^\s*(=(?: =)*) (.+?) \1\s*$")
 _TERMINALS = {".", "?", "!"}
@@ -135,7 +152,7 @@ def split_sentences(paragraph: str) -> list[str]:
         sentences.append(" ".join(tokens[start:]))
     return sentences
 
-# %% ../notebooks/00_setup_and_tour.ipynb #c015
+# %% ../notebooks/00_setup_and_tour.ipynb #c017
 Unit = Literal["sentences", "paragraphs"]
 
 

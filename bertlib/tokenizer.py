@@ -8,13 +8,14 @@ __all__ = ['SPECIAL_TOKENS', 'PAD', 'UNK', 'CLS', 'SEP', 'MASK', 'WIKITEXT_UNK',
 # %% ../notebooks/01_wordpiece.ipynb #c004
 import os
 import re
-import tempfile
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from .data import atomic_write
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 PAD, UNK, CLS, SEP, MASK = SPECIAL_TOKENS
@@ -258,7 +259,11 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
                                         special_tokens=_special_tokens(), show_progress=show_progress,
                                         continuing_subword_prefix=CONTINUATION)
     tokenizer.train_from_iterator(texts, trainer)
-    return _add_post_processor(tokenizer)
+    # The trainer breaks ties in hash order, which changes from process to process: the same pieces come
+    # out in a different order. WordPiece only asks whether a piece is in the vocabulary, so sorting it
+    # loses nothing and makes the ids reproducible.
+    pieces = sorted(set(tokenizer_vocab(tokenizer)) - set(SPECIAL_TOKENS))
+    return tokenizer_from_vocab([*SPECIAL_TOKENS, *pieces], lowercase)
 
 
 def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokenizer:
@@ -278,25 +283,12 @@ def tokenizer_vocab(tokenizer: Tokenizer) -> list[str]:
     return sorted(vocab, key=vocab.__getitem__)
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_tokenizer(tokenizer: Tokenizer, directory: str | os.PathLike) -> Path:
     "Write `tokenizer.json` and `vocab.txt` into `directory` (created if needed); returns the json path."
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    _atomic_write(directory / "vocab.txt", "\n".join(tokenizer_vocab(tokenizer)) + "\n")
-    _atomic_write(directory / "tokenizer.json", tokenizer.to_str(pretty=True))
+    atomic_write(directory / "vocab.txt", "\n".join(tokenizer_vocab(tokenizer)) + "\n")
+    atomic_write(directory / "tokenizer.json", tokenizer.to_str(pretty=True))
     return directory / "tokenizer.json"
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from bertlib import data
 from bertlib.data import (
+    atomic_write,
     corpus_stats,
     load_wikitext2,
     parse_heading,
@@ -152,3 +153,19 @@ def test_module_has_no_eager_datasets_import():
     # `datasets` is slow to import and absent on some machines: only the hub path may import it
     source = open(data.__file__).read()
     assert "\nimport datasets" not in source and "\nfrom datasets" not in source
+
+
+def test_atomic_write_replaces_whole_files_only(tmp_path, monkeypatch):
+    target = tmp_path / "file.json"
+    atomic_write(target, "old")
+    atomic_write(target, b"new bytes")
+    assert target.read_bytes() == b"new bytes"
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(data.os, "fsync", crash)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(target, "half-written")
+    assert target.read_bytes() == b"new bytes"
+    assert [p.name for p in tmp_path.iterdir()] == ["file.json"]  # no temporary file left behind

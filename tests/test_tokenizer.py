@@ -1,3 +1,5 @@
+import subprocess
+import sys
 import unicodedata
 
 import pytest
@@ -183,3 +185,13 @@ def test_word_frequencies():
     counts = word_frequencies(["The cat, the <unk> hat.", "CAT"])
     assert counts == {"the": 2, "cat": 2, ",": 1, "hat": 1, ".": 1}
     assert unicodedata.normalize("NFD", "é") != "é"  # the test data really has accents to strip
+
+
+def test_training_is_reproducible_across_processes():
+    # the Rust trainer breaks ties in a per-process hash order; train_tokenizer must hide that
+    script = ("from bertlib.tokenizer import train_tokenizer; import sys; "
+              "texts = [f'word{i % 97} piece{i % 13}x{i % 7} lobster' for i in range(3000)]; "
+              "sys.stdout.write(train_tokenizer(texts, vocab_size=300).to_str())")
+    runs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+            for _ in range(3)}
+    assert len(runs) == 1 and '"[MASK]":4' in runs.pop()
