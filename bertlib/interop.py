@@ -73,10 +73,10 @@ def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
     return BertConfig(**{name: getattr(hf_config, name) for name in names})
 
 
-def _like(hf_or_ours: torch.nn.Module, model: torch.nn.Module) -> torch.nn.Module:
-    "Move `hf_or_ours` to the device, dtype and train/eval mode of `model`."
-    param = next(model.parameters())
-    return hf_or_ours.to(device=param.device, dtype=param.dtype).train(model.training)
+def _match(module: torch.nn.Module, like: torch.nn.Module) -> torch.nn.Module:
+    "Move `module` to the device, dtype and train/eval mode of `like` (the model it was converted from)."
+    param = next(like.parameters())
+    return module.to(device=param.device, dtype=param.dtype).train(like.training)
 
 
 def to_transformers(model: BertForPreTraining) -> transformers.BertForPreTraining:
@@ -86,7 +86,7 @@ def to_transformers(model: BertForPreTraining) -> transformers.BertForPreTrainin
     hf_state = {hf_name(key): value for key, value in state.items()}
     hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
     hf_model.load_state_dict(hf_state)
-    return _like(hf_model, model)
+    return _match(hf_model, model)
 
 
 def from_transformers(hf_model: transformers.BertForPreTraining) -> BertForPreTraining:
@@ -102,7 +102,7 @@ def from_transformers(hf_model: transformers.BertForPreTraining) -> BertForPreTr
     with torch.device("meta"):  # skip the random initialisation that the copies overwrite
         model = BertForPreTraining(from_hf_config(hf_model.config))
     model.load_state_dict({key: hf_state[hf_name(key)].clone() for key in model.state_dict()}, assign=True)
-    return _like(model, hf_model)
+    return _match(model, hf_model)
 
 
 def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> transformers.PreTrainedTokenizerFast:

@@ -17,6 +17,7 @@ def test_round_trips_are_exact():
     assert back.config == ours.config
     assert ours.state_dict().keys() == back.state_dict().keys()
     assert all(torch.equal(v, back.state_dict()[k]) for k, v in ours.state_dict().items())
+    assert all(p.requires_grad for p in back.parameters())  # trainable after the conversion
 
     torch.manual_seed(1)
     hf = transformers.BertForPreTraining(interop.to_hf_config(small_config()))
