@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['HUB_DATASET', 'WIKITEXT_CONFIGS', 'SPLITS', 'DATA_DIR_ENV', 'QUICK_ENV', 'UNK_MARKER', 'Unit', 'quick_mode',
-           'resolve_data_dir', 'atomic_write', 'load_wikitext2', 'restore_joiners', 'parse_heading', 'split_sentences',
-           'split_documents', 'wikitext_documents', 'corpus_stats']
+           'resolve_data_dir', 'atomic_write', 'check_choice', 'load_wikitext2', 'restore_joiners', 'parse_heading',
+           'split_sentences', 'split_documents', 'wikitext_documents', 'corpus_stats']
 
 # %% ../notebooks/00_setup_and_tour.ipynb #c005
 import os
@@ -48,7 +48,8 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
     return path
 
 # %% ../notebooks/00_setup_and_tour.ipynb #c010
-def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+def check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    "Raise a ValueError that names the argument and lists the allowed values, unless `value` is one of them."
     if value not in allowed:
         raise ValueError(f"{name}={value!r} is not valid; choose one of {', '.join(map(repr, allowed))}")
 
@@ -74,8 +75,8 @@ def load_wikitext2(split: str = "train", config: str = "wikitext-2-v1",
 
     Reads `<data_dir>/wikitext/<config>/<split>-*.parquet` when `data_dir` (or `$BERTLIB_DATA_DIR`) is
     set, and `datasets.load_dataset("Salesforce/wikitext", config)` otherwise."""
-    _check_choice("split", split, SPLITS)
-    _check_choice("config", config, WIKITEXT_CONFIGS)
+    check_choice("split", split, SPLITS)
+    check_choice("config", config, WIKITEXT_CONFIGS)
     root = resolve_data_dir(data_dir)
     if root is not None:
         folder = root / "wikitext" / config
@@ -158,7 +159,7 @@ Unit = Literal["sentences", "paragraphs"]
 
 def split_documents(rows: Iterable[str], unit: Unit = "sentences") -> list[list[str]]:
     "Group WikiText rows into documents (articles): each a list of sentences, or of paragraphs."
-    _check_choice("unit", unit, ("sentences", "paragraphs"))
+    check_choice("unit", unit, ("sentences", "paragraphs"))
     documents: list[list[str]] = []
     current: list[str] = []
     for row in rows:

@@ -1,0 +1,117 @@
+"""`BertConfig`: every size and option of a bertlib BERT, with presets, validation and JSON save/load.
+
+Written by hand (nbdev cannot export one notebook to two new modules); notebook 02 presents it.
+"""
+
+__all__ = ["ACTIVATIONS", "NORM_STYLES", "PRESETS", "BertConfig"]
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from .data import atomic_write, check_choice
+
+# One table serves validation and construction: the names are HF's `hidden_act` values.
+ACTIVATIONS: dict[str, type[nn.Module] | partial] = {
+    "gelu": nn.GELU,  # exact (erf) GELU, as in BERT
+    "gelu_pytorch_tanh": partial(nn.GELU, approximate="tanh"),
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+}
+NORM_STYLES = ("post", "pre")
+PRESETS: dict[str, dict[str, int]] = {
+    "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
+    "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
+    "small": dict(num_hidden_layers=4, hidden_size=512, num_attention_heads=8, intermediate_size=2048),
+    "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072),
+    "large": dict(num_hidden_layers=24, hidden_size=1024, num_attention_heads=16, intermediate_size=4096),
+}
+_POSITIVE_INTS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "max_position_embeddings", "type_vocab_size")
+
+
+@dataclass
+class BertConfig:
+    """Sizes and options of a BERT model; field names follow HF `transformers.BertConfig`.
+
+    The defaults are the `mini` preset with our 8,192-token vocabulary. `norm_style` is ours: "post"
+    (LayerNorm after each residual sum, as in the paper) or "pre" (before each sub-layer, plus a final
+    LayerNorm)."""
+
+    vocab_size: int = 8192
+    hidden_size: int = 256
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+    pad_token_id: int = 0
+    norm_style: str = "post"
+
+    def __post_init__(self) -> None:
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"BertConfig.hidden_size={self.hidden_size} is not valid; it must be a multiple of "
+                             f"num_attention_heads={self.num_attention_heads}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be in [0, 1)")
+        for name in ("initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be a positive number")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ValueError(f"BertConfig.pad_token_id={self.pad_token_id!r} is not valid; it must be in "
+                             f"[0, vocab_size={self.vocab_size})")
+        check_choice("BertConfig.hidden_act", self.hidden_act, tuple(ACTIVATIONS))
+        check_choice("BertConfig.norm_style", self.norm_style, NORM_STYLES)
+
+    @property
+    def head_size(self) -> int:
+        "Width of one attention head."
+        return self.hidden_size // self.num_attention_heads
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        "The preset `name` ('tiny', 'mini', 'small', 'base', 'large'), with any field overridden by keyword."
+        check_choice("preset", name, tuple(PRESETS))
+        return cls.from_dict({**PRESETS[name], **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        "The fields as a plain dict (JSON-ready)."
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "BertConfig":
+        "A config from a dict of fields; unknown keys raise a ValueError instead of being dropped silently."
+        known = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"unknown BertConfig field(s) {', '.join(map(repr, unknown))}; "
+                             f"known fields: {', '.join(known)}")
+        return cls(**values)
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        "Save as JSON (written atomically)."
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        "Load a config saved with `to_json_file`."
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
