@@ -11,17 +11,17 @@ from pathlib import Path
 import tokenizers
 import torch
 import transformers
-from tokenizers import decoders, processors
+from tokenizers import decoders
 
 from .config import BertConfig
 from .encoder import HF_LAYER_NAMES
 from .model import BertForPreTraining
+from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
 __all__ = ["SPECIAL_TOKENS", "hf_name", "hf_names", "to_hf_config", "from_hf_config", "to_transformers",
            "from_transformers", "to_hf_tokenizer", "save_pretrained_hf"]
 
-SPECIAL_TOKENS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]",
-                  "mask_token": "[MASK]"}
+SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
 _HF_MODULE_NAMES = {
     "bert.embeddings.layer_norm": "bert.embeddings.LayerNorm",
@@ -116,12 +116,9 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
                          f"{', '.join(SPECIAL_TOKENS.values())}")
     copy = tokenizers.Tokenizer.from_str(tokenizer.to_str())
     if copy.post_processor is None:
-        cls, sep = SPECIAL_TOKENS["cls_token"], SPECIAL_TOKENS["sep_token"]
-        copy.post_processor = processors.TemplateProcessing(
-            single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
-            special_tokens=[(cls, copy.token_to_id(cls)), (sep, copy.token_to_id(sep))])
+        add_bert_post_processor(copy)
     if copy.decoder is None:
-        copy.decoder = decoders.WordPiece(prefix="##")
+        copy.decoder = decoders.WordPiece(prefix=CONTINUATION)
     return transformers.PreTrainedTokenizerFast(tokenizer_object=copy, model_max_length=model_max_length,
                                                 **SPECIAL_TOKENS)
 

@@ -3,7 +3,8 @@
 # %% auto #0
 __all__ = ['SPECIAL_TOKENS', 'PAD', 'UNK', 'CLS', 'SEP', 'MASK', 'WIKITEXT_UNK', 'CONTINUATION', 'DEFAULT_VOCAB_SIZE',
            'normalize', 'pre_tokenize', 'wordpiece', 'WordPieceTokenizer', 'word_frequencies', 'train_wordpiece',
-           'train_tokenizer', 'tokenizer_from_vocab', 'tokenizer_vocab', 'save_tokenizer', 'load_tokenizer']
+           'add_bert_post_processor', 'train_tokenizer', 'tokenizer_from_vocab', 'tokenizer_vocab', 'save_tokenizer',
+           'load_tokenizer']
 
 # %% ../notebooks/01_wordpiece.ipynb #c004
 import os
@@ -241,7 +242,8 @@ def _special_tokens() -> list[AddedToken]:
     return [AddedToken(t, special=True, normalized=(t == UNK)) for t in SPECIAL_TOKENS]
 
 
-def _add_post_processor(tokenizer: Tokenizer) -> Tokenizer:
+def add_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
+    "Give `tokenizer` BERT's template: `[CLS] A [SEP]`, or `[CLS] A [SEP] B [SEP]` with segment ids 0 then 1."
     ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
@@ -274,7 +276,7 @@ def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokeni
     tokenizer = _configure(Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK,
                                                       max_input_chars_per_word=100)), lowercase)
     tokenizer.add_special_tokens(_special_tokens())
-    return _add_post_processor(tokenizer)
+    return add_bert_post_processor(tokenizer)
 
 
 def tokenizer_vocab(tokenizer: Tokenizer) -> list[str]:
