@@ -562,8 +562,8 @@ def course_configs(quick: bool) -> tuple[BertConfig, TrainConfig]:
     """The model and training settings of the run that notebooks 07 to 09 share: in quick mode the `tiny`
     preset for about a minute on a laptop CPU, otherwise the `mini` preset for 40 epochs (minutes on a GPU)."""
     if quick:
-        return BertConfig.from_preset("tiny"), TrainConfig(max_steps=150, batch_size=32, lr=1e-3, log_every=10,
-                                                           eval_every=50, eval_batches=10, save_every=50)
+        return BertConfig.from_preset("tiny"), TrainConfig(max_steps=300, batch_size=32, lr=2e-3, log_every=10,
+                                                           eval_every=100, eval_batches=10, save_every=100)
     return BertConfig.from_preset("mini"), TrainConfig(epochs=40, batch_size=256, lr=1e-3, log_every=20,
                                                        eval_every=200, save_every=500)
 
