@@ -20,7 +20,8 @@ MIB = 2**20
 def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
     where = machine.get("gpu") or f"{machine['cpu']}, {machine['cpu_cores']} cores"
     flush = ", denormals flushed" if settings.get("flush_denormal") else ""
-    return (f"{where}; {settings['threads']} threads{flush}; torch {machine['torch']}, transformers "
+    threads = f"{settings['threads']} thread" + ("s" if settings["threads"] != 1 else "")
+    return (f"{where}; {threads}{flush}; torch {machine['torch']}, transformers "
             f"{machine.get('transformers', '?')}; {machine['date']}")
 
 
