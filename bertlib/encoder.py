@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import MultiHeadSelfAttention
+from .attention import MultiHeadSelfAttention, gather_positions
 from .config import ACTIVATIONS, BertConfig
 
 # Our parameter names inside one encoder layer -> HF transformers' names (each with .weight and .bias).
@@ -51,17 +51,19 @@ class EncoderLayer(nn.Module):
         self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
+                positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Transform `x` [batch, seq, hidden]; returns the new states and (with `output_attentions`) the
-        attention probabilities [batch, heads, seq, seq]."""
+        attention probabilities [batch, heads, seq, seq]. With `positions` [batch, k], only the states at those
+        positions are computed ([batch, k, hidden]); they still attend to every position."""
+        residual = x if positions is None else gather_positions(x, positions)
         if self.pre_norm:
-            attended, probs = self.attention(self.attention_norm(x), attention_mask, output_attentions)
-            x = x + self.dropout(attended)
+            attended, probs = self.attention(self.attention_norm(x), attention_mask, output_attentions, positions)
+            x = residual + self.dropout(attended)
             x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x)))
         else:
-            attended, probs = self.attention(x, attention_mask, output_attentions)
-            x = self.attention_norm(x + self.dropout(attended))
+            attended, probs = self.attention(x, attention_mask, output_attentions, positions)
+            x = self.attention_norm(residual + self.dropout(attended))
             x = self.feed_forward_norm(x + self.dropout(self.feed_forward(x)))
         return x, probs
 
@@ -85,12 +87,16 @@ class BertEncoder(nn.Module):
                            if config.norm_style == "pre" else None)
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> EncoderOutput:
-        "Run every layer over `x` [batch, seq, hidden]; `attention_mask` [batch, seq] marks padding with 0."
+                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None) -> EncoderOutput:
+        """Run every layer over `x` [batch, seq, hidden]; `attention_mask` [batch, seq] marks padding with 0.
+
+        With `output_positions` [batch, k] the last layer computes only those positions, so `last_hidden_state`
+        (and the last entries of `hidden_states` and `attentions`) cover only them."""
         states, attentions = [], []
-        for layer in self.layers:
+        for i, layer in enumerate(self.layers):
             states.append(x)
-            x, probs = layer(x, attention_mask, output_attentions)
+            last = i == len(self.layers) - 1
+            x, probs = layer(x, attention_mask, output_attentions, output_positions if last else None)
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)

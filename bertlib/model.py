@@ -54,14 +54,17 @@ class BertModel(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> BertModelOutput:
+                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None) -> BertModelOutput:
         """Encode `input_ids` [batch, seq]. `token_type_ids` default to segment 0 and `attention_mask`
-        (1 = token, 0 = padding) to all tokens."""
+        (1 = token, 0 = padding) to all tokens.
+
+        With `output_positions` [batch, k], whose first column must be 0 (the `[CLS]` the pooler reads), the last
+        layer computes only those positions and `last_hidden_state` is [batch, k, hidden]."""
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but input_ids has "
                              f"{tuple(input_ids.shape)}; they must match")
         encoded = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask, output_attentions,
-                               output_hidden_states)
+                               output_hidden_states, output_positions)
         return BertModelOutput(last_hidden_state=encoded.last_hidden_state,
                                pooler_output=self.pooler(encoded.last_hidden_state),
                                hidden_states=encoded.hidden_states, attentions=encoded.attentions)
@@ -81,6 +84,15 @@ class MLMHead(nn.Module):
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
         "Scores [..., vocab] for hidden states [..., hidden], given the [vocab, hidden] embedding matrix."
         return F.linear(self.layer_norm(self.activation(self.dense(hidden_states))), word_embeddings, self.bias)
+
+
+def _head_positions(selected: torch.Tensor) -> torch.Tensor:
+    """The positions [batch, k] whose final vectors the heads read: `[CLS]` (position 0, first), then the
+    `selected` [batch, seq] ones in order; rows with fewer are filled up with unselected positions."""
+    keep = selected.clone()
+    keep[:, 0] = True
+    k = int(keep.sum(dim=1).max())
+    return keep.to(torch.uint8).argsort(dim=1, descending=True, stable=True)[:, :k]
 
 
 @dataclass
@@ -118,20 +130,25 @@ class BertForPreTraining(nn.Module):
                 output_hidden_states: bool = False) -> BertForPreTrainingOutput:
         """Run BERT and both heads. `labels` [batch, seq] hold the original token id at the positions to
         predict and -100 elsewhere; `next_sentence_label` [batch] is 0 when B follows A and 1 when B is random."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states)
-        sequence = out.last_hidden_state
-        word_embeddings = self.bert.embeddings.word_embeddings.weight
-        mlm_loss = nsp_loss = None
-        if labels is None:
-            prediction_logits = self.mlm_head(sequence, word_embeddings)
-        else:
+        mlm_loss = nsp_loss = positions = None
+        if labels is not None:
             if labels.shape != input_ids.shape:
                 raise ValueError(f"labels has shape {tuple(labels.shape)}, but input_ids has "
                                  f"{tuple(input_ids.shape)}; they must match")
             check_index_range("labels", labels, self.config.vocab_size,
                               f"BertConfig.vocab_size={self.config.vocab_size}", ignore_index=IGNORE_INDEX)
             selected = labels != IGNORE_INDEX
-            prediction_logits = self.mlm_head(sequence[selected], word_embeddings)
+            # The heads read only [CLS] and the selected positions, so the last layer need not compute the
+            # others, unless the caller asked to see every layer's states or attention maps.
+            if not (output_attentions or output_hidden_states):
+                positions = _head_positions(selected)
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_attentions, output_hidden_states, positions)
+        word_embeddings = self.bert.embeddings.word_embeddings.weight
+        if labels is None:
+            prediction_logits = self.mlm_head(out.last_hidden_state, word_embeddings)
+        else:
+            rows = selected if positions is None else selected.gather(1, positions)
+            prediction_logits = self.mlm_head(out.last_hidden_state[rows], word_embeddings)
             # sum / count is the mean over selected positions, and 0 (not NaN) for a batch without any
             mlm_loss = (F.cross_entropy(prediction_logits, labels[selected], reduction="sum")
                         / selected.sum().clamp(min=1))

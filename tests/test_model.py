@@ -144,11 +144,12 @@ def test_pre_ln_has_a_final_norm_and_runs():
 
 def test_training_mode_dropout_matches_transformers():
     # Same seed, same order of dropout calls (embeddings, then after each sub-layer): the same masks as HF.
+    # output_hidden_states keeps every position in the last layer, so its dropout draws as many numbers as HF's.
     config = small_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.0)
     ours, hf = model_pair(config)
     inputs = make_batch(config, 3, 20)
     torch.manual_seed(5)
-    out = ours.train()(**inputs)
+    out = ours.train()(**inputs, output_hidden_states=True)
     torch.manual_seed(5)
     ref = hf.train()(**inputs)
     assert max_diff(out.seq_relationship_logits, ref.seq_relationship_logits) < 1e-5

@@ -1,0 +1,126 @@
+"""Rewrite the README's benchmark section from the JSON files in benchmarks/results/.
+
+    python benchmarks/report.py            # rewrites README.md between the benchmark markers
+    python benchmarks/report.py --print    # prints the section instead
+
+The numbers in the README are never typed by hand: run the benchmarks, then this script.
+"""
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+MIB = 2**20
+
+
+def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
+    where = machine.get("gpu") or f"{machine['cpu']}, {machine['cpu_cores']} cores"
+    flush = ", denormals flushed" if settings.get("flush_denormal") else ""
+    threads = f"{settings['threads']} thread" + ("s" if settings["threads"] != 1 else "")
+    return (f"{where}; {threads}{flush}; torch {machine['torch']}, transformers "
+            f"{machine.get('transformers', '?')}; {machine['date']}")
+
+
+def train_step_table(data: dict[str, Any]) -> str:
+    "The markdown table of one train_step JSON file."
+    gpu = data["machine"]["device"] == "cuda"
+    header = ["config", "parameters", "batch x seq", "dtype", "bertlib tokens/s", "transformers tokens/s",
+              "speed-up", "bertlib peak MiB", "transformers peak MiB"]
+    if gpu:
+        header += ["bertlib MFU", "transformers MFU"]
+    lines = [f"Training step, {_machine(data['machine'], data['settings'])}:", "",
+             "| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    for row in data["results"]:
+        ours, theirs = row["bertlib"], row["transformers"]
+        cells = [f"{row['preset']}, vocab {row['vocab_size']:,}", f"{row['parameters'] / 1e6:.1f}M",
+                 f"{row['batch_size']} x {row['seq_len']}",
+                 row["dtype"] + (" (compiled)" if row.get("compile") else ""),
+                 f"{ours['tokens_per_second']:,.0f}", f"{theirs['tokens_per_second']:,.0f}",
+                 f"**{row['speedup']:.2f}x**"]
+        cells += [f"{side['peak_memory_bytes'] / MIB:,.0f}" if "peak_memory_bytes" in side else "not measured"
+                  for side in (ours, theirs)]
+        if gpu:
+            cells += [f"{side['mfu']:.1%}" if side.get("mfu") is not None else "unknown peak"
+                      for side in (ours, theirs)]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    if gpu:
+        sources = sorted({row.get("peak_flops_source", "") for row in data["results"]})
+        lines += [f"MFU = (6 x parameters + 12 x layers x seq x hidden) x tokens/s over the card's bf16 dense peak "
+                  f"({'; '.join(sources)}).", ""]
+    else:
+        lines += ["Peak memory on the CPU is the peak RSS of a process that builds one side and runs two steps "
+                  "(Python, torch and transformers included, the same for both).", ""]
+    return "\n".join(lines)
+
+
+def data_pipeline_text(data: dict[str, Any], gpu_rows: list[dict[str, Any]]) -> str:
+    "The data-pipeline paragraph and table, set against what the GPU training step consumes when measured."
+    tok, enc = data["tokenizer_training"], data["encoding"]
+    lines = [f"Data, {_machine(data['machine'], data['settings'])}: training the WordPiece tokenizer on the full "
+             f"train split ({tok['paragraphs']:,} paragraphs, {tok['vocab_size']:,} pieces) takes "
+             f"{tok['seconds']:.1f} s; encoding the split ({enc['tokens']:,} tokens) {enc['seconds']:.1f} s.", "",
+             "| loader workers | batch x seq | sequences/s | tokens/s | padding |", "|---:|---|---:|---:|---:|"]
+    for row in data["loader"]:
+        lines.append(f"| {row['workers']} | {row['batch_size']} x {row['seq_len']} | "
+                     f"{row['sequences_per_second']:,.0f} | {row['tokens_per_second']:,.0f} | "
+                     f"{row['padding_share']:.1%} |")
+    lines.append("")
+    best = max(row["sequences_per_second"] for row in data["loader"])
+    if gpu_rows:
+        needs = ", ".join(f"{r['preset']} {r['bertlib']['tokens_per_second'] / r['seq_len']:,.0f} "
+                          f"({best * r['seq_len'] / r['bertlib']['tokens_per_second']:.1f}x headroom)"
+                          for r in gpu_rows)
+        lines += [f"The GPU training step consumes sequences/s: {needs}.", ""]
+    return "\n".join(lines)
+
+
+def render(results_dir: Path = RESULTS_DIR) -> str:
+    "The README section (between the markers, markers excluded) for the JSON files in `results_dir`."
+    def load(name: str) -> dict[str, Any] | None:
+        path = results_dir / name
+        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    cpu, cuda, data = load("train_step-cpu.json"), load("train_step-cuda.json"), load("data_pipeline.json")
+    parts = ["Generated by `python benchmarks/report.py` from `benchmarks/results/*.json`; do not edit by hand. "
+             "Each row times bertlib and HF `transformers.BertForPreTraining` (SDPA attention, same weights, "
+             "batch, masking and dtype) in one process, interleaved, median of the repeats; a step is forward, "
+             "MLM + NSP loss, backward and `torch.optim.AdamW`.", ""]
+    parts += [train_step_table(cpu)] if cpu else ["No CPU training-step numbers have been measured yet.", ""]
+    parts += ([train_step_table(cuda)] if cuda else
+              ["No GPU numbers have been measured yet: run `python benchmarks/train_step.py --suite cuda` on a "
+               "machine with a GPU, then this script.", ""])
+    if data:
+        parts.append(data_pipeline_text(data, cuda["results"] if cuda else []))
+    return "\n".join(parts).rstrip("\n")
+
+
+def update_readme(readme: Path, section: str) -> None:
+    "Replace the text between the benchmark markers of `readme` with `section`."
+    text = readme.read_text(encoding="utf-8")
+    if text.count(START) != 1 or text.count(END) != 1:
+        raise ValueError(f"{readme} must contain {START} and {END} exactly once each")
+    head, rest = text.split(START)
+    _, tail = rest.split(END)
+    readme.write_text(f"{head}{START}\n{section}\n{END}{tail}", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
+    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    p.add_argument("--print", action="store_true", help="print the section instead of rewriting the README")
+    args = p.parse_args(argv)
+    section = render(args.results_dir)
+    if args.print:
+        print(section)
+    else:
+        update_readme(args.readme, section)
+        print(f"updated {args.readme}")
+
+
+if __name__ == "__main__":
+    main()

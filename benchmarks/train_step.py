@@ -1,0 +1,243 @@
+"""One full pre-training step (forward, MLM + NSP loss, backward, AdamW step) of bertlib's BERT against HF
+`transformers.BertForPreTraining` (SDPA attention) with the same config, weights, batch, masking and dtype.
+
+    python benchmarks/train_step.py --preset mini --vocab-size 30522 --device cpu
+    python benchmarks/train_step.py --suite cpu     # the CPU targets of the README, written to results/
+    python benchmarks/train_step.py --suite cuda    # the same on a GPU, bf16
+
+The two sides are timed in one process, interleaved (ours, HF, ours, HF, ...) after warm-up, and the median
+of the repeats is reported. Peak memory is measured in a fresh process per side, so that one model's
+allocations never count against the other.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+# runnable from a checkout: the repository's bertlib and the helpers next to this file come first
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from bench_utils import (  # noqa: E402
+    RESULTS_DIR,
+    configure_process,
+    interleaved_times,
+    machine_info,
+    median,
+    peak_memory,
+    reset_peak_memory,
+    synchronize,
+    write_results,
+)
+
+from bertlib import interop  # noqa: E402
+from bertlib.config import BertConfig  # noqa: E402
+from bertlib.model import BertForPreTraining  # noqa: E402
+from bertlib.pretraining_data import CLS_ID, MASK_ID, SEP_ID, SPECIAL_IDS, mask_tokens  # noqa: E402
+
+SIDES = ("bertlib", "transformers")
+# Dense bf16 tensor-core peaks (no sparsity), in FLOP/s, from the vendors' data sheets; the first name that
+# occurs in torch.cuda.get_device_name() wins, so the more specific names come first.
+GPU_BF16_PEAK = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "B200": 2250e12,
+                 "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12,
+                 "RTX 4090": 165e12, "RTX 3090": 71e12}
+# (preset, vocab size, batch, sequence length) of the README's targets
+SUITES = {"cpu": [("mini", 30522, 32, 128), ("mini", 8192, 32, 128), ("base", 30522, 32, 128)],
+          "cuda": [("mini", 30522, 128, 128), ("base", 30522, 64, 128)]}
+
+
+def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device,
+               seed: int = 0) -> dict[str, torch.Tensor]:
+    """`[CLS] A [SEP] B [SEP]` rows of random ordinary tokens, no padding, masked by BERT's rule (15% of the
+    non-special positions labelled; 80/10/10), with NSP labels."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(len(SPECIAL_IDS), config.vocab_size, (batch, seq), generator=g)
+    middle = seq // 2
+    ids[:, 0], ids[:, middle], ids[:, -1] = CLS_ID, SEP_ID, SEP_ID
+    special = torch.zeros(batch, seq, dtype=torch.bool)
+    special[:, [0, middle, seq - 1]] = True
+    input_ids, labels = mask_tokens(ids, special, mask_token_id=MASK_ID, vocab_size=config.vocab_size, generator=g)
+    token_type_ids = (torch.arange(seq) > middle).long().expand(batch, seq).contiguous()
+    batch_ = {"input_ids": input_ids, "token_type_ids": token_type_ids,
+              "attention_mask": torch.ones(batch, seq, dtype=torch.long), "labels": labels,
+              "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
+    return {k: v.to(device) for k, v in batch_.items()}
+
+
+def build(side: str, config: BertConfig, device: torch.device, seed: int = 0) -> torch.nn.Module:
+    "A freshly initialised model of one side, in training mode (HF's with SDPA attention)."
+    torch.manual_seed(seed)
+    if side == "bertlib":
+        return BertForPreTraining(config).to(device).train()
+    model = transformers.BertForPreTraining(interop.to_hf_config(config))
+    model.set_attn_implementation("sdpa")
+    return model.to(device).train()
+
+
+def training_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, bf16: bool):
+    """A step function: forward and loss (under bf16 autocast if asked), backward, AdamW step. Nothing in it
+    waits for the GPU."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+
+    def step() -> None:
+        with autocast:
+            loss = model(**batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return step
+
+
+def model_flops_per_token(config: BertConfig, seq: int, parameters: int) -> int:
+    """Model FLOPs of one training token, the same for both sides: 6 per parameter (forward and backward
+    matrix products) plus attention's scores and weighted sum, 2 products of 2*seq*hidden FLOPs per layer, x3."""
+    return 6 * parameters + 12 * config.num_hidden_layers * seq * config.hidden_size
+
+
+def gpu_peak_flops(device: torch.device, override_tflops: float | None) -> tuple[float | None, str]:
+    "The card's dense bf16 peak in FLOP/s and where the number comes from."
+    if override_tflops:
+        return override_tflops * 1e12, "--peak-tflops"
+    name = torch.cuda.get_device_name(device)
+    for key, flops in GPU_BF16_PEAK.items():
+        if key in name:
+            return flops, f"data sheet of {key}: {flops / 1e12:g} TFLOP/s bf16 dense"
+    return None, f"unknown GPU {name!r}: pass --peak-tflops"
+
+
+def measure_memory(args: argparse.Namespace, side: str) -> int:
+    "Peak memory of a training step of one side, in a fresh process that builds only that side."
+    command = [sys.executable, __file__, "--memory-of", side, "--preset", args.preset, "--vocab-size",
+               str(args.vocab_size), "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len),
+               "--device", args.device, "--dtype", args.dtype]
+    if args.threads is not None:
+        command += ["--threads", str(args.threads)]
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["peak_memory_bytes"]
+
+
+def memory_of(args: argparse.Namespace, config: BertConfig, device: torch.device) -> None:
+    "Child process: two steps of one side, then print the peak memory as JSON."
+    model = build(args.memory_of, config, device)
+    step = training_step(model, make_batch(config, args.batch_size, args.seq_len, device), device,
+                         args.dtype == "bf16")
+    reset_peak_memory(device)  # the window covers the model, its optimizer state and the steps' activations
+    for _ in range(2):
+        step()
+    synchronize(device)
+    print(json.dumps({"peak_memory_bytes": peak_memory(device)}))
+
+
+def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) -> dict[str, Any]:
+    "Time both sides interleaved; return one result row."
+    ours = build("bertlib", config, device)
+    theirs = interop.to_transformers(ours)  # the same weights
+    theirs.set_attn_implementation("sdpa")
+    bf16 = args.dtype == "bf16"
+    batch = make_batch(config, args.batch_size, args.seq_len, device)
+    ours_step = training_step(torch.compile(ours) if args.compile else ours, batch, device, bf16)
+    steps = {"bertlib": ours_step, "transformers": training_step(theirs, batch, device, bf16)}
+
+    def repeated(step):
+        def run() -> None:
+            for _ in range(args.steps_per_repeat):
+                step()
+        return run
+    times = interleaved_times({side: repeated(step) for side, step in steps.items()}, args.warmup, args.repeats,
+                              device)
+    tokens = args.batch_size * args.seq_len * args.steps_per_repeat
+    parameters = sum(p.numel() for p in ours.parameters())
+    row: dict[str, Any] = {
+        "preset": args.preset, "vocab_size": config.vocab_size, "parameters": parameters,
+        "batch_size": args.batch_size, "seq_len": args.seq_len, "dtype": args.dtype, "compile": args.compile,
+        "masked_positions": int((batch["labels"] != -100).sum()), "repeats": args.repeats, "warmup": args.warmup,
+        "steps_per_repeat": args.steps_per_repeat}
+    for side in SIDES:
+        row[side] = {"step_seconds": median(times[side]) / args.steps_per_repeat,
+                     "tokens_per_second": tokens / median(times[side]),
+                     "seconds_per_repeat": [round(t, 5) for t in times[side]]}
+    row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    if device.type == "cuda":
+        peak, source = gpu_peak_flops(device, args.peak_tflops)
+        row["peak_flops"], row["peak_flops_source"] = peak, source
+        per_token = model_flops_per_token(config, args.seq_len, parameters)
+        for side in SIDES:
+            row[side]["mfu"] = per_token * row[side]["tokens_per_second"] / peak if peak else None
+    del ours, theirs, steps, ours_step
+    if not args.no_memory:
+        for side in SIDES:
+            row[side]["peak_memory_bytes"] = measure_memory(args, side)
+        row["memory_ratio"] = row["bertlib"]["peak_memory_bytes"] / row["transformers"]["peak_memory_bytes"]
+    return row
+
+
+def print_row(row: dict[str, Any]) -> None:
+    mib = 2**20
+    memory = (f"  peak MiB {row['bertlib']['peak_memory_bytes'] / mib:,.0f} vs "
+              f"{row['transformers']['peak_memory_bytes'] / mib:,.0f}" if "memory_ratio" in row else "")
+    mfu = (f"  MFU {row['bertlib']['mfu']:.1%} vs {row['transformers']['mfu']:.1%}"
+           if row["bertlib"].get("mfu") is not None else "")
+    print(f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
+          f"{row['dtype']}: bertlib {row['bertlib']['tokens_per_second']:>9,.0f} tok/s, transformers "
+          f"{row['transformers']['tokens_per_second']:>9,.0f} tok/s, x{row['speedup']:.2f}{memory}{mfu}", flush=True)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--suite", choices=tuple(SUITES), help="run the README's set of shapes for this device")
+    p.add_argument("--preset", default="mini", help="BertConfig preset (tiny, mini, small, base, large)")
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default=None,
+                   help="fp32, or bf16 autocast (default: bf16 on cuda, fp32 on cpu)")
+    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
+                   help="torch.compile bertlib's model (default: on for cuda)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--steps-per-repeat", type=int, default=None, help="steps timed together (default: cpu 1, cuda 10)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="the GPU's bf16 dense peak, if not in the table")
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory processes")
+    p.add_argument("--output", default=None, help="JSON file (default with --suite: results/train_step-DEVICE.json)")
+    p.add_argument("--memory-of", choices=SIDES, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.suite:
+        args.device = args.suite
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = args.device.startswith("cuda")
+    args.dtype = args.dtype or ("bf16" if cuda else "fp32")
+    args.compile = cuda if args.compile is None else args.compile
+    args.steps_per_repeat = args.steps_per_repeat or (10 if cuda else 1)
+    if args.suite and args.output is None:
+        args.output = RESULTS_DIR / f"train_step-{torch.device(args.device).type}.json"
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    settings = configure_process(args.threads)
+    if args.memory_of:
+        memory_of(args, BertConfig.from_preset(args.preset, vocab_size=args.vocab_size), device)
+        return
+    shapes = SUITES[args.suite] if args.suite else [(args.preset, args.vocab_size, args.batch_size, args.seq_len)]
+    rows = []
+    for preset, vocab_size, batch_size, seq_len in shapes:
+        args.preset, args.vocab_size, args.batch_size, args.seq_len = preset, vocab_size, batch_size, seq_len
+        rows.append(compare(args, BertConfig.from_preset(preset, vocab_size=vocab_size), device))
+        print_row(rows[-1])
+    if args.output:
+        data = {"benchmark": "train_step", "machine": machine_info(device), "settings": settings, "results": rows}
+        print(f"wrote {write_results(args.output, data)}")
+
+
+if __name__ == "__main__":
+    main()

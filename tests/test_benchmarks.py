@@ -1,0 +1,98 @@
+"""The benchmark scripts' pieces that can be checked without timing anything: the README report, the batch
+both sides train on, and the FLOP count behind MFU. (Speed targets live in the benchmarks, never in tests.)"""
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertlib.config import BertConfig
+from bertlib.model import IGNORE_INDEX
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name: str):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def side(tokens_per_second: float, memory_mib: float, mfu: float | None = None) -> dict:
+    row = {"tokens_per_second": tokens_per_second, "step_seconds": 4096 / tokens_per_second,
+           "peak_memory_bytes": int(memory_mib * 2**20)}
+    return row if mfu is None else {**row, "mfu": mfu}
+
+
+def sample(device: str) -> dict:
+    machine = {"date": "2026-01-02", "cpu": "Test CPU", "cpu_cores": 2, "torch": "2.13.0", "transformers": "5.0",
+               "device": device, **({"gpu": "NVIDIA H100 80GB HBM3"} if device == "cuda" else {})}
+    mfu = device == "cuda"
+    row = {"preset": "mini", "vocab_size": 30522, "parameters": 12_345_678, "batch_size": 32, "seq_len": 128,
+           "dtype": "bf16" if mfu else "fp32", "compile": mfu, "speedup": 3.25,
+           "bertlib": side(13000, 700.4, 0.41 if mfu else None),
+           "transformers": side(4000, 1200.6, 0.126 if mfu else None)}
+    if mfu:
+        row["peak_flops_source"] = "data sheet of H100: 989 TFLOP/s bf16 dense"
+    return {"benchmark": "train_step", "machine": machine, "settings": {"threads": 2, "flush_denormal": True},
+            "results": [row]}
+
+
+def test_report_renders_the_cpu_table_and_says_no_gpu_was_measured(tmp_path):
+    report = load_script("report")
+    (tmp_path / "train_step-cpu.json").write_text(json.dumps(sample("cpu")))
+    text = report.render(tmp_path)
+    assert "| mini, vocab 30,522 | 12.3M | 32 x 128 | fp32 | 13,000 | 4,000 | **3.25x** | 700 | 1,201 |" in text
+    assert "Test CPU, 2 cores; 2 threads, denormals flushed; torch 2.13.0" in text
+    assert "No GPU numbers have been measured yet" in text
+
+
+def test_report_renders_mfu_on_gpu(tmp_path):
+    report = load_script("report")
+    (tmp_path / "train_step-cuda.json").write_text(json.dumps(sample("cuda")))
+    text = report.render(tmp_path)
+    assert "| bf16 (compiled) | 13,000 | 4,000 | **3.25x** | 700 | 1,201 | 41.0% | 12.6% |" in text
+    assert "989 TFLOP/s" in text and "No CPU training-step numbers" in text
+
+
+def test_report_rewrites_only_between_the_markers(tmp_path):
+    report = load_script("report")
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# title\n{report.START}\nold\n{report.END}\ntail\n")
+    report.update_readme(readme, "new table")
+    assert readme.read_text() == f"# title\n{report.START}\nnew table\n{report.END}\ntail\n"
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="exactly once"):
+        report.update_readme(readme, "x")
+
+
+def test_readme_section_is_what_the_report_renders():
+    report = load_script("report")
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(report.START)[1].split(report.END)[0]
+    assert section.strip() == report.render().strip()
+
+
+def test_benchmark_batch_masks_fifteen_percent_and_both_sides_share_the_weights():
+    bench = load_script("train_step")
+    config = BertConfig.from_preset("tiny", vocab_size=500)
+    batch = bench.make_batch(config, 16, 64, torch.device("cpu"))
+    selected = batch["labels"] != IGNORE_INDEX
+    assert 0.10 < selected.float().mean() < 0.20
+    assert not selected[:, [0, 32, 63]].any()  # never [CLS] or [SEP]
+    ours = bench.build("bertlib", config, torch.device("cpu")).eval()
+    from bertlib import interop
+    theirs = interop.to_transformers(ours).eval()
+    theirs.set_attn_implementation("sdpa")
+    assert abs(ours(**batch).loss - theirs(**batch).loss) < 1e-5
+
+
+def test_model_flops_per_token():
+    bench = load_script("train_step")
+    config = BertConfig.from_preset("base", vocab_size=30522)
+    assert bench.model_flops_per_token(config, 128, 110_000_000) == 6 * 110_000_000 + 12 * 12 * 128 * 768

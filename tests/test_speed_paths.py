@@ -1,0 +1,128 @@
+"""Every fast path gives the numbers of the plain path: sparse MLM prediction and the pruned last layer against
+scoring every position, SDPA against explicit attention, torch.compile against eager."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from bert_testing import make_batch, small_config
+
+from bertlib.attention import MultiHeadSelfAttention, gather_positions
+from bertlib.encoder import EncoderLayer
+from bertlib.model import IGNORE_INDEX, BertForPreTraining, _head_positions
+
+
+def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def plain_loss(model: BertForPreTraining, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    "MLM + NSP loss from the dense path: every position scored over the whole vocabulary, every position computed."
+    out = model(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"])
+    mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), inputs["labels"].flatten())
+    return mlm + F.cross_entropy(out.seq_relationship_logits, inputs["next_sentence_label"])
+
+
+@pytest.mark.parametrize("style", ["post", "pre"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_sparse_prediction_and_pruned_last_layer_equal_the_dense_path(style, padded):
+    config = small_config(norm_style=style)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    inputs = make_batch(config, 4, 23, padded=padded)
+    sparse = model(**inputs)
+    sparse.loss.backward()
+    fast_grads = grads(model)
+    model.zero_grad()
+    dense = plain_loss(model, inputs)
+    dense.backward()
+    assert abs(sparse.loss - dense) < 1e-5
+    for name, grad in grads(model).items():
+        assert (fast_grads[name] - grad).abs().max() < 1e-5, name
+    # the full last layer (kept when the caller wants every layer's states) gives the same logits
+    full = model(**inputs, output_hidden_states=True)
+    assert (full.prediction_logits - sparse.prediction_logits).abs().max() < 1e-5
+    assert (full.seq_relationship_logits - sparse.seq_relationship_logits).abs().max() < 1e-5
+
+
+def test_pruned_path_handles_rows_without_selected_positions_and_a_labelled_cls():
+    config = small_config()
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    inputs = make_batch(config, 3, 15)
+    inputs["labels"][1] = IGNORE_INDEX  # nothing to predict in row 1
+    inputs["labels"][2, 0] = 7  # a label on position 0, which the pruned layer computes anyway
+    fast = model(**inputs)
+    full = model(**inputs, output_hidden_states=True)
+    assert fast.prediction_logits.shape[0] == int((inputs["labels"] != IGNORE_INDEX).sum())
+    assert (fast.prediction_logits - full.prediction_logits).abs().max() < 1e-5
+    assert abs(fast.loss - full.loss) < 1e-6
+
+
+def test_head_positions_put_cls_first_then_the_selected_in_order():
+    selected = torch.tensor([[False, False, True, False, True],
+                             [False, True, False, False, False],
+                             [True, False, False, False, False]])
+    positions = _head_positions(selected)
+    assert positions.shape == (3, 3)
+    assert positions[:, 0].tolist() == [0, 0, 0]
+    assert positions[0].tolist() == [0, 2, 4] and positions[1, 1] == 1
+    kept = selected.gather(1, positions)
+    assert kept.sum() == selected.sum()
+
+
+@pytest.mark.parametrize("style", ["post", "pre"])
+def test_layer_at_some_positions_equals_the_full_layer_there(style):
+    config = small_config(norm_style=style)
+    torch.manual_seed(0)
+    layer = EncoderLayer(config).eval()
+    x = torch.randn(2, 9, config.hidden_size)
+    mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3])
+    positions = torch.tensor([[0, 3, 8], [0, 1, 5]])
+    full, _ = layer(x, mask)
+    part, _ = layer(x, mask, positions=positions)
+    assert (gather_positions(full, positions) - part).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_sdpa_equals_explicit_attention_with_query_positions(padded):
+    config = small_config()
+    torch.manual_seed(0)
+    attention = MultiHeadSelfAttention(config).eval()
+    x = torch.randn(3, 11, config.hidden_size)
+    mask = torch.ones(3, 11, dtype=torch.long)
+    if padded:
+        mask[1, 7:], mask[2, 2:] = 0, 0
+    positions = torch.tensor([[0, 5, 10], [0, 2, 6], [0, 1, 1]])
+    fast, _ = attention(x, mask, query_positions=positions)
+    slow, probs = attention(x, mask, output_attentions=True, query_positions=positions)
+    assert probs.shape == (3, config.num_attention_heads, 3, 11)
+    assert (fast - slow).abs().max() < 1e-6
+    full, _ = attention(x, mask)
+    assert (gather_positions(full, positions) - fast).abs().max() < 1e-6
+
+
+def _compiler_works() -> bool:
+    try:
+        torch.compile(lambda t: t * 2)(torch.ones(2))
+        return True
+    except Exception:  # no C++ compiler or an unsupported platform: nothing to compare
+        return False
+
+
+@pytest.mark.slow
+def test_compiled_model_equals_eager():
+    if not _compiler_works():
+        pytest.skip("torch.compile does not run here")
+    config = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).train()
+    inputs = make_batch(config, 4, 16)
+    eager = model(**inputs)
+    eager.loss.backward()
+    eager_grads = grads(model)
+    model.zero_grad()
+    compiled = torch.compile(model)(**inputs)
+    compiled.loss.backward()
+    assert abs(compiled.loss - eager.loss) < 1e-5
+    for name, grad in grads(model).items():
+        assert (eager_grads[name] - grad).abs().max() < 1e-5, name
