@@ -79,6 +79,20 @@ def data_pipeline_text(data: dict[str, Any], gpu_rows: list[dict[str, Any]]) -> 
     return "\n".join(lines)
 
 
+def inference_text(data: dict[str, Any]) -> str:
+    "The fill-mask latency and evaluation throughput line of one inference JSON file."
+    ms, ev = data["fill_mask_ms"], data["evaluation"]
+    speed = ev["tokens_per_second"]
+    return (f"Inference, {_machine(data['machine'], data['settings'])}, {data['model']} "
+            f"({data['parameters'] / 1e6:.1f}M parameters): fill-mask on one sentence takes "
+            f"{ms['bertlib']:.1f} ms with `bertlib.evaluate.fill_mask` and {ms['transformers']:.1f} ms with "
+            f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x); evaluation (MLM loss, "
+            f"top-1/top-5, NSP accuracy) runs at {speed['bertlib']:,.0f} tokens/s against "
+            f"{speed['transformers']:,.0f} with transformers' dense logits "
+            f"({speed['bertlib'] / speed['transformers']:.2f}x; the scores agree within "
+            f"{ev['largest_score_difference']:.0e}).\n")
+
+
 def render(results_dir: Path = RESULTS_DIR) -> str:
     "The README section (between the markers, markers excluded) for the JSON files in `results_dir`."
     def load(name: str) -> dict[str, Any] | None:
@@ -95,6 +109,8 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
                "machine with a GPU, then this script.", ""])
     if data:
         parts.append(data_pipeline_text(data, cuda["results"] if cuda else []))
+    parts += [inference_text(found) for name in ("inference-cpu.json", "inference-cuda.json")
+              if (found := load(name))]
     return "\n".join(parts).rstrip("\n")
 
 

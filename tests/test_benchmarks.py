@@ -60,6 +60,18 @@ def test_report_renders_mfu_on_gpu(tmp_path):
     assert "989 TFLOP/s" in text and "No CPU training-step numbers" in text
 
 
+def test_report_renders_inference_latency_and_throughput(tmp_path):
+    report = load_script("report")
+    data = {"benchmark": "inference", "machine": sample("cpu")["machine"], "settings": {"threads": 2},
+            "model": "random mini", "parameters": 5_500_000, "fill_mask_ms": {"bertlib": 4.0, "transformers": 10.0},
+            "evaluation": {"tokens_per_second": {"bertlib": 30_000, "transformers": 15_000},
+                           "largest_score_difference": 2e-7}}
+    (tmp_path / "inference-cpu.json").write_text(json.dumps(data))
+    text = report.render(tmp_path)
+    assert "4.0 ms with `bertlib.evaluate.fill_mask` and 10.0 ms" in text and "(2.50x)" in text
+    assert "30,000 tokens/s against 15,000" in text and "(2.00x;" in text
+
+
 def test_report_rewrites_only_between_the_markers(tmp_path):
     report = load_script("report")
     readme = tmp_path / "README.md"

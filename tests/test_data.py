@@ -169,3 +169,9 @@ def test_atomic_write_replaces_whole_files_only(tmp_path, monkeypatch):
         atomic_write(target, "half-written")
     assert target.read_bytes() == b"new bytes"
     assert [p.name for p in tmp_path.iterdir()] == ["file.json"]  # no temporary file left behind
+
+
+def test_atomic_write_gives_the_permissions_of_a_normal_file(tmp_path):
+    (tmp_path / "plain.txt").write_text("x")
+    written = atomic_write(tmp_path / "atomic.txt", "x")
+    assert written.stat().st_mode == (tmp_path / "plain.txt").stat().st_mode
