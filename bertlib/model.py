@@ -63,6 +63,9 @@ class BertModel(nn.Module):
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but input_ids has "
                              f"{tuple(input_ids.shape)}; they must match")
+        if attention_mask is not None and not torch.compiler.is_compiling() and bool(attention_mask.all()):
+            # no padding: without a mask SDPA may use its faster kernels (this reads one number back from a GPU)
+            attention_mask = None
         encoded = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask, output_attentions,
                                output_hidden_states, output_positions)
         return BertModelOutput(last_hidden_state=encoded.last_hidden_state,

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from bert_testing import make_batch, small_config
 
 from bertlib.attention import MultiHeadSelfAttention, gather_positions
+from bertlib.config import BertConfig
 from bertlib.encoder import EncoderLayer
 from bertlib.model import IGNORE_INDEX, BertForPreTraining, _head_positions
 
@@ -81,6 +82,21 @@ def test_layer_at_some_positions_equals_the_full_layer_there(style):
     full, _ = layer(x, mask)
     part, _ = layer(x, mask, positions=positions)
     assert (gather_positions(full, positions) - part).abs().max() < 1e-6
+
+
+def test_an_all_ones_mask_is_dropped_without_changing_anything():
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=97)).eval()
+    ids = torch.randint(5, 97, (3, 12))
+    labels = torch.where(torch.rand(ids.shape) < 0.3, ids, -100)
+    outs = []
+    for mask in (torch.ones_like(ids), None):
+        model.zero_grad()
+        out = model(ids, attention_mask=mask, labels=labels, next_sentence_label=torch.tensor([0, 1, 0]))
+        out.loss.backward()
+        outs.append((out.loss.detach(), [p.grad.clone() for p in model.parameters()]))
+    assert torch.equal(outs[0][0], outs[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(outs[0][1], outs[1][1], strict=True))
 
 
 @pytest.mark.parametrize("padded", [False, True])
