@@ -79,7 +79,6 @@ def pretrain(args: argparse.Namespace) -> None:
 
     from bertlib.train import pretrain as pretrain_run
 
-    torch.set_flush_denormal(True)  # tiny softmax gradients would otherwise slow CPU matrix products many times
     out = Path(args.output_dir or f"runs/{args.preset}")
     start = time.perf_counter()
     try:
@@ -91,7 +90,14 @@ def pretrain(args: argparse.Namespace) -> None:
             tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
             vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
             model_config = BertConfig.from_preset(args.preset, vocab_size=vocab)
-        records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir, resume=args.resume)
+        # tiny softmax gradients would otherwise fall into the slow denormal range of CPU arithmetic; the setting
+        # is process-wide, so it is switched back (to PyTorch's default) when the command is done
+        torch.set_flush_denormal(True)
+        try:
+            records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
+                                   resume=args.resume)
+        finally:
+            torch.set_flush_denormal(False)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     valid = [r for r in records if r.get("split") == "validation"]

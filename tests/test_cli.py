@@ -165,3 +165,9 @@ def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])
     assert exit_.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_pretrain_leaves_denormal_arithmetic_as_it_found_it(run):
+    "The command flushes denormals while it trains (speed), and must not change the process for good."
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal number
+    assert (tiny * 1.0).item() != 0.0
