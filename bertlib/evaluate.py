@@ -7,6 +7,7 @@ __all__ = ['METRICS', 'evaluate_run', 'unigram_baseline', 'token_scores', 'fill_
 import math
 import os
 from collections import Counter
+from itertools import islice
 
 import numpy as np
 import torch
@@ -57,10 +58,8 @@ def token_scores(model: BertForPreTraining, loader: DataLoader, max_batches: int
     device = next(model.parameters()).device
     model.eval()
     targets, hits, losses = [], [], []
-    for i, batch in enumerate(loader):
-        if max_batches is not None and i >= max_batches:
-            break
-        b = {k: v.to(device) for k, v in batch.items()}
+    for batch in islice(loader, max_batches):
+        b = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
         with autocast(device):
             logits = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"]
                            ).prediction_logits.float()
