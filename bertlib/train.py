@@ -451,7 +451,8 @@ def train(model: BertForPreTraining, dataset: PretrainingDataset, cfg: TrainConf
             reseed(cfg.seed, rank, step)
             group = [next(stream) for _ in range(cfg.grad_accum)]
             counts = step_counts(group)
-            totals = (sum(c[0] for c in counts), sum(c[1] for c in counts))
+            # at least 1: the short last batch of an epoch may hold no masked token (its MLM loss is then 0)
+            totals = (max(1, sum(c[0] for c in counts)), sum(c[1] for c in counts))
             if world > 1:
                 totals = torch.tensor(totals, dtype=torch.float32).to(device)
                 dist.all_reduce(totals)

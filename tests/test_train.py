@@ -216,3 +216,13 @@ def test_two_processes_or_accumulation_equal_one_big_batch(small, tmp_path, mode
     worst = max((reference.state_dict()[k] - v).abs().max().item() for k, v in state.items())
     assert moved > 1e-3  # the parameters did change
     assert worst < 1e-5, worst
+
+
+def test_a_step_without_masked_tokens_trains_on_nsp_alone(small):
+    "The short last batch of an epoch can hold no masked token: its step must not divide by zero."
+    tokenizer, corpus = small
+    dataset = PretrainingDataset(corpus.documents()[:4], tokenizer, SEQ, seed=0, mlm_probability=1e-9)
+    cfg = TrainConfig(max_steps=3, batch_size=8, log_every=1, device="cpu")
+    records = train(tiny_model(tokenizer), dataset, cfg, show_progress=False)
+    assert [r["mlm_loss"] for r in records] == [0.0, 0.0, 0.0]
+    assert all(r["nsp_loss"] > 0 for r in records)
