@@ -17,7 +17,7 @@ DEFAULT_MAX_STEPS = 1000  # without --max-steps or --epochs: about half an hour 
 # pretrain flags that map one to one onto TrainConfig fields
 TRAIN_FLAGS = ("max_steps", "epochs", "batch_size", "grad_accum", "max_seq_len", "lr", "weight_decay", "warmup_ratio",
                "schedule", "max_grad_norm", "seed", "pairing", "whole_word_mask", "log_every", "eval_every",
-               "eval_batches", "save_every", "device", "compile", "num_workers")
+               "eval_batches", "save_every", "keep_checkpoints", "device", "compile", "num_workers")
 
 
 class UsageError(Exception):
@@ -245,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, help=f"steps between validations ({d.eval_every})")
     p.add_argument("--eval-batches", type=int, help="validation batches per validation (all)")
     p.add_argument("--save-every", type=int, help=f"steps between checkpoints ({d.save_every})")
+    p.add_argument("--keep-checkpoints", type=int, help=f"newest checkpoints kept on disk ({d.keep_checkpoints})")
 
     p = command("evaluate", evaluate, "score a run on the validation or test split")
     p.add_argument("run", help="the run folder")
