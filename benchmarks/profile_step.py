@@ -1,0 +1,86 @@
+"""Profile training steps of bertlib and HF `transformers` (the step of `train_step.py`) with `torch.profiler`:
+the kernels that take the time, and the host-device synchronisations that stall the step.
+
+    python benchmarks/profile_step.py --preset base --batch-size 64 --output profile-base.txt
+    python benchmarks/profile_step.py --preset mini --compile        # bertlib under torch.compile
+
+Each side is warmed up, then `--steps` steps are recorded. The report lists, per side, the top operators by
+device time (CPU time on a CPU), and the count of calls that make the host wait for the device
+(`cudaStreamSynchronize`, `cudaDeviceSynchronize`, device-to-host copies, `aten::item`, `aten::nonzero`).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+from bench_utils import configure_process, synchronize  # noqa: E402
+from train_step import build, make_batch, training_step  # noqa: E402
+
+from bertlib import interop  # noqa: E402
+from bertlib.config import BertConfig  # noqa: E402
+
+# operators whose presence means the host waited for the device inside a step
+SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item", "aten::_local_scalar_dense",
+               "aten::nonzero", "Memcpy DtoH")
+
+
+def profile_side(name: str, step, steps: int, device: torch.device, rows: int) -> str:
+    "The profiler's report of `steps` calls of `step`."
+    for _ in range(3):
+        step()
+    synchronize(device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            step()
+        synchronize(device)
+    events = prof.key_averages()
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    syncs = {e.key: e.count // steps for e in events if any(s in e.key for s in SYNC_EVENTS)}
+    lines = [f"== {name}: {steps} steps ==",
+             "host-device synchronisations per step: " + (", ".join(f"{k} x{v}" for k, v in sorted(syncs.items()))
+                                                          or "none"),
+             events.table(sort_by=sort, row_limit=rows, max_name_column_width=60)]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", default="base")
+    p.add_argument("--vocab-size", type=int, default=30522)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--compile", action="store_true", help="torch.compile bertlib's model")
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--rows", type=int, default=25, help="operators listed per side")
+    p.add_argument("--output", default=None, help="also write the report to this file")
+    args = p.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    configure_process(None)
+    config = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
+    batch = make_batch(config, args.batch_size, args.seq_len, device)
+    bf16 = device.type == "cuda"
+    ours = build("bertlib", config, device)
+    theirs = interop.to_transformers(ours)
+    theirs.set_attn_implementation("sdpa")
+    models = {"bertlib" + (" (compiled)" if args.compile else ""): torch.compile(ours) if args.compile else ours,
+              "transformers": theirs}
+    header = (f"{args.preset}, vocab {args.vocab_size:,}, batch {args.batch_size} x {args.seq_len}, "
+              f"{'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
+              + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+              + f", torch {torch.__version__}")
+    reports = [header] + [profile_side(name, training_step(model, batch, device, bf16), args.steps, device, args.rows)
+                          for name, model in models.items()]
+    text = "\n\n".join(reports)
+    print(text)
+    if args.output:
+        Path(args.output).write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
