@@ -1,0 +1,50 @@
+"""Copy a run folder without its optimiser states, keeping only the checkpoint with the best validation MLM
+loss, its weights cast to float16: small enough to bring back from a GPU machine or ship with the course.
+
+    python experiments/gpu/pack_run.py runs/gpu/mini-e40 packed/mini-e40
+"""
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from bertlib.train import checkpoints, read_metrics  # noqa: E402
+
+
+def best_checkpoint(run: Path) -> Path:
+    "The checkpoint whose step has the lowest validation MLM loss (the newest one if none was validated)."
+    found = {int(c.name.split("-")[1]): c for c in checkpoints(run)}
+    scored = [r for r in read_metrics(run / "metrics.jsonl") if r.get("split") == "validation" and r["step"] in found]
+    if not scored:
+        return found[max(found)]
+    return found[min(scored, key=lambda r: r["mlm_loss"])["step"]]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("run")
+    p.add_argument("output")
+    args = p.parse_args()
+    run, out = Path(args.run), Path(args.output)
+    out.mkdir(parents=True, exist_ok=False)
+    for name in ("config.json", "tokenizer.json", "vocab.txt", "metrics.jsonl", "loss_curve.png"):
+        if (run / name).exists():
+            shutil.copy2(run / name, out / name)
+    best = best_checkpoint(run)
+    target = out / "checkpoints" / best.name
+    target.mkdir(parents=True)
+    weights = load_file(best / "model.safetensors")
+    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
+              target / "model.safetensors")
+    (out / "best.json").write_text(json.dumps({"checkpoint": best.name,
+                                               "all_checkpoints": [c.name for c in checkpoints(run)]}) + "\n")
+    print(f"packed {run} -> {out} (best {best.name})")
+
+
+if __name__ == "__main__":
+    main()
