@@ -1,0 +1,46 @@
+"""BERT built from scratch in PyTorch, one notebook per component, trained on WikiText-2
+
+Modules:
+
+- `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
+- `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
+- `bertlib.helpers`: Generic helpers that every layer of bertlib may use: quick mode, the local data folder, files written atomically, argument checks, the label that losses ignore, devices and mixed precision, and eval mode.
+- `bertlib.pretrain`: The pre-training recipe: BERT's MLM + NSP objective for the training loop of `bertlib.trainer`, `train` on a ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and the course model's settings.
+- `bertlib.runs`: Run folders on disk: the configuration, the tokenizer, `metrics.jsonl`, the loss curve and the checkpoints of a training run, written so that a crash never leaves a broken file, and read back with clear errors.
+- `bertlib.train_config`: How to train: `TrainConfig` (the training loop's settings) and `PretrainConfig` (plus the pre-training data), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
+- `bertlib.widget`: The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and HTML export."""
+
+__version__ = "0.2.0"
+
+# The names a user reaches for, imported on first use (PEP 562), so that `import bertlib` stays light and a
+# name needs only its own module's dependencies.
+_PUBLIC = {
+    "BertConfig": "config", "PRESETS": "config",
+    "BertModel": "model", "BertForPreTraining": "model",
+    "TrainConfig": "train_config", "PretrainConfig": "train_config",
+    "load_wikitext2": "data", "wikitext_documents": "data",
+    "train_tokenizer": "tokenizer", "train_wikitext_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
+    "save_tokenizer": "tokenizer",
+    "PretrainingDataset": "pretraining_data", "pretraining_dataloader": "pretraining_data",
+    "load_run": "runs", "load_model": "runs", "RunError": "runs",
+    "fit": "trainer",
+    "pretrain": "pretrain", "course_configs": "pretrain",
+    "evaluate_run": "evaluate", "fill_mask": "evaluate", "validation_metrics": "evaluate",
+    "to_transformers": "interop", "from_transformers": "interop", "save_pretrained_hf": "interop",
+    "quick_mode": "helpers",
+}
+__all__ = ["__version__", *_PUBLIC]
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module 'bertlib' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

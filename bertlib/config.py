@@ -15,7 +15,7 @@ from typing import Any
 
 from torch import nn
 
-from .data import atomic_write, check_choice
+from .helpers import atomic_write, check_choice
 
 # One table serves validation and construction: the names are HF's `hidden_act` values.
 ACTIVATIONS: dict[str, type[nn.Module] | partial] = {

@@ -18,22 +18,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import missing_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "09_attention_maps.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 DONE_TEXT = "segment B starts after the first [SEP]"  # printed by the notebook's last code cell
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 pytestmark = pytest.mark.slow
-
-
-def unavailable(reason: str) -> None:
-    "Skip on a developer's machine, fail under CI: there a missing browser must not pass silently."
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=1, so this fails instead of skipping)")
-    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -117,11 +110,11 @@ def wait_for_run_all(page, timeout_s: float = 180) -> None:
 def playwright_api():
     "Playwright's synchronous API, once the system's Chromium and Playwright are known to be there."
     if not CHROMIUM.exists():
-        unavailable(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install chromium)")
+        missing_tool(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install chromium)")
     try:
         import playwright.sync_api
     except ImportError:
-        unavailable("Playwright for Python is not installed (pip install playwright; no browser download needed)")
+        missing_tool("Playwright for Python is not installed (pip install playwright; no browser download needed)")
     return playwright.sync_api
 
 

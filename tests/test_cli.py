@@ -9,8 +9,8 @@ import torch
 import transformers
 
 from bertlib.cli import main
+from bertlib.runs import read_metrics
 from bertlib.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from bertlib.train import read_metrics
 
 
 def test_prepare_trains_and_saves_a_tokenizer(tmp_path, capsys):
@@ -53,10 +53,16 @@ TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--log-e
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def tiny(tokenizer_file):
+    "The options of a tiny run, with the session's WikiText tokenizer (so no run trains its own)."
+    return [*TINY, "--tokenizer", str(tokenizer_file)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny):
     "A tiny run of 6 steps, made through the command line."
     folder = tmp_path_factory.mktemp("cli") / "run"
-    assert main(["pretrain", *TINY, "--max-steps", "6", "--output-dir", str(folder)]) == 0
+    assert main(["pretrain", *tiny, "--max-steps", "6", "--output-dir", str(folder)]) == 0
     return folder
 
 
@@ -91,7 +97,7 @@ def test_fill_mask_and_export_hf_load_in_transformers(run, tmp_path, capsys):
 
 def fill_mask_top(run, text):
     from bertlib.evaluate import fill_mask
-    from bertlib.train import load_model
+    from bertlib.runs import load_model
     model, tokenizer = load_model(run)
     return fill_mask(model, tokenizer, text)[0][0][0]
 
@@ -111,19 +117,19 @@ def one_line_error(capsys) -> str:
     return err
 
 
-def test_pretrain_refuses_an_existing_run(run, capsys):
+def test_pretrain_refuses_an_existing_run(run, tiny, capsys):
     before = (run / "metrics.jsonl").read_bytes()
-    assert main(["pretrain", *TINY, "--max-steps", "2", "--output-dir", str(run)]) == 2
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--output-dir", str(run)]) == 2
     assert "--resume" in one_line_error(capsys)
     assert (run / "metrics.jsonl").read_bytes() == before
 
 
 @pytest.mark.parametrize("args", [["--max-steps", "0"], ["--batch-size", "6", "--grad-accum", "4"],
                                   ["--max-steps", "3", "--epochs", "1"], ["--device", "cuda:7"]])
-def test_pretrain_bad_values_are_one_line_errors(tmp_path, capsys, args):
+def test_pretrain_bad_values_are_one_line_errors(tmp_path, tiny, capsys, args):
     if args == ["--device", "cuda:7"] and torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert main(["pretrain", *TINY, *args, "--output-dir", str(tmp_path / "new")]) == 2
+    assert main(["pretrain", *tiny, *args, "--output-dir", str(tmp_path / "new")]) == 2
     one_line_error(capsys)
 
 

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bertlib.train import checkpoints, read_metrics  # noqa: E402
+from bertlib.runs import checkpoints, read_metrics  # noqa: E402
 
 
 def best_checkpoint(run: Path) -> Path:
