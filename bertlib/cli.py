@@ -37,7 +37,7 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> N
     and choices of the field's metadata. Options not given stay None, so that only what the user typed
     overrides the defaults or a resumed run's settings."""
     for f in fields(config_class):
-        kind = _field_type(f.type)
+        kind = f.metadata.get("parse", _field_type(f.type))
         default = "" if f.default is MISSING or f.default is None else f" ({f.default})"
         typed = {"action": argparse.BooleanOptionalAction} if kind is bool else {"type": kind, "metavar": "N"}
         parser.add_argument("--" + f.name.replace("_", "-"), default=None, help=f.metadata.get("help", "") + default,
@@ -86,9 +86,9 @@ def _train_config(args: argparse.Namespace, saved: PretrainConfig | None) -> Pre
     "The options given on the command line over the saved config (resume) or the defaults (new run)."
     given = given_options(args, PretrainConfig)
     values = saved.to_dict() if saved else {}
-    if "max_steps" in given or "epochs" in given or not saved:
-        values.update(max_steps=None, epochs=None)  # a new length replaces the old one
-        if "max_steps" not in given and "epochs" not in given:
+    if {"max_steps", "epochs", "time_budget"} & set(given) or not saved:
+        values.update(max_steps=None, epochs=None, time_budget=None)  # a new length replaces the old one
+        if not {"max_steps", "epochs", "time_budget"} & set(given):
             given["max_steps"] = DEFAULT_MAX_STEPS
     return PretrainConfig.from_dict({**values, **given})
 
@@ -125,7 +125,7 @@ def pretrain(args: argparse.Namespace) -> None:
         torch.set_flush_denormal(True)
         try:
             records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
-                                   resume=args.resume)
+                                   resume=args.resume, on_log=_print_event)
         finally:
             torch.set_flush_denormal(False)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
@@ -140,8 +140,18 @@ def pretrain(args: argparse.Namespace) -> None:
     print(f"test scores: python -m bertlib evaluate {out} --split test")
 
 
+def _print_event(record: dict) -> None:
+    "Say what the run decided on its own (a time budget turned into steps, a schedule made longer)."
+    if "event" in record:
+        timing = (f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a "
+                  f"validation)" if "seconds_per_step" in record else "")
+        print(f"step {record['step']}: {record['event']}{timing}", file=sys.stderr)
+
+
 def _length(cfg: PretrainConfig) -> str:
-    return f"{cfg.max_steps:,} steps" if cfg.max_steps is not None else f"{cfg.epochs:g} epochs"
+    if cfg.max_steps is not None:
+        return f"{cfg.max_steps:,} steps"
+    return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
 
 
 def evaluate(args: argparse.Namespace) -> None:

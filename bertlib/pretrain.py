@@ -6,9 +6,11 @@ Written by hand; notebook 07 uses it.
 
 __all__ = ["MaskedLMAndNSP", "train", "course_configs", "pretrain"]
 
+import math
 import os
+import time
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -23,11 +25,12 @@ from .evaluate import validation_metrics
 from .helpers import IGNORE_INDEX, resolve_device
 from .model import BertForPreTraining
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
-from .runs import RunError, check_vocabulary, load_run, write_run_config
-from .tokenizer import PAD_ID, save_tokenizer, train_wikitext_tokenizer
+from .runs import RunError, check_vocabulary, create_run, load_run, write_run_config
+from .tokenizer import PAD_ID, train_wikitext_tokenizer
 from .train_config import PretrainConfig, TrainConfig
 from .trainer import fit, init_distributed, world
 
+CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
 # settings a resumed run may change; all others define what is learned and must stay as they were
 RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
                     "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
@@ -66,14 +69,18 @@ def train(model: BertForPreTraining, dataset: PretrainingDataset, cfg: TrainConf
                resume=resume, on_log=on_log, show_progress=show_progress)
 
 
-def course_configs(quick: bool) -> tuple[BertConfig, PretrainConfig]:
-    """The model and training settings of the run that notebooks 07 to 09 share: in quick mode the `tiny`
-    preset for about a minute on a laptop CPU, otherwise the `mini` preset for 40 epochs (minutes on a GPU)."""
+def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, PretrainConfig]:
+    """The model and training settings of the course model (notebook 07): in quick mode the `tiny` preset for
+    300 steps (about a minute on a laptop CPU); otherwise the `mini` preset, on a GPU for 100 epochs of batch
+    256 (the recipe of `models/course-mini`), on a CPU for a time budget of 20 minutes."""
     if quick:
         return BertConfig.from_preset("tiny"), PretrainConfig(max_steps=300, batch_size=32, lr=2e-3, log_every=10,
                                                               eval_every=100, eval_batches=10, save_every=100)
-    return BertConfig.from_preset("mini"), PretrainConfig(epochs=40, batch_size=256, lr=1e-3, log_every=20,
-                                                          eval_every=200, save_every=500)
+    if torch.cuda.is_available() if gpu is None else gpu:
+        return BertConfig.from_preset("mini"), PretrainConfig(epochs=100, batch_size=256, lr=1e-3, log_every=62,
+                                                              eval_every=372, save_every=372, keep_checkpoints=30)
+    return BertConfig.from_preset("mini"), PretrainConfig(time_budget=1200, log_every=50, eval_every=500,
+                                                          save_every=500)
 
 
 def _resumed_config(run_dir: Path, cfg: PretrainConfig | None) -> tuple[BertConfig, PretrainConfig, Tokenizer]:
@@ -87,6 +94,15 @@ def _resumed_config(run_dir: Path, cfg: PretrainConfig | None) -> tuple[BertConf
     return model_config, cfg or saved_cfg, tokenizer
 
 
+def _same_on_every_process(value: int) -> int:
+    "Rank 0's value on every process of a `torchrun` group (timings differ from process to process)."
+    if world()[0] == 1:
+        return value
+    shared = [value]
+    dist.broadcast_object_list(shared, src=0)
+    return shared[0]
+
+
 def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path) -> None:
     "Raise a ValueError for settings that cannot work together here, before anything is written."
     resolve_device(cfg.device)
@@ -95,6 +111,27 @@ def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path)
                          f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
     if run_dir.exists() and not run_dir.is_dir():
         raise ValueError(f"{run_dir} is a file, not a folder; choose another output folder")
+
+
+def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: PretrainingDataset,
+                     valid_loader: torch.utils.data.DataLoader, seconds_left: float) -> tuple[int, dict]:
+    """How many steps of `cfg` fit in `seconds_left`, validations included, timed on a throwaway copy of the
+    model (`CALIBRATION_STEPS` steps and one validation); the timing run's own time is taken off first.
+    Returns the steps and what was measured."""
+    start = time.perf_counter()
+    probe = BertForPreTraining(model_config)
+    timing = replace(cfg, max_steps=CALIBRATION_STEPS, epochs=None, time_budget=None, log_every=CALIBRATION_STEPS,
+                     eval_every=CALIBRATION_STEPS + 1, save_every=CALIBRATION_STEPS + 1)
+    train(probe, dataset, timing, show_progress=False)
+    step_s = (time.perf_counter() - start) / CALIBRATION_STEPS
+    start_eval = time.perf_counter()
+    validation_metrics(probe, valid_loader, cfg.eval_batches)
+    eval_s = time.perf_counter() - start_eval
+    left = seconds_left - (time.perf_counter() - start)
+    steps = max(1, int(left / step_s))
+    while steps > 1 and steps * step_s + math.ceil(steps / cfg.eval_every) * eval_s > left:
+        steps = max(1, int((left - math.ceil(steps / cfg.eval_every) * eval_s) / step_s))
+    return steps, {"seconds_per_step": step_s, "seconds_per_validation": eval_s, "seconds_left": left}
 
 
 def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
@@ -106,12 +143,19 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
     A new run needs `model_config` and `cfg` (the tokenizer is trained on the train split unless given) and
     an `output_dir` that does not exist or is empty; the settings are checked before anything is written.
     `resume=True` continues the run in `output_dir` from its newest checkpoint (or from the start, if it
-    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS`."""
+    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS`.
+
+    With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
+    for as many steps as fit; the run folder records that number, so resuming it is exact."""
+    started = time.perf_counter()
     run_dir = Path(output_dir)
     created_group = init_distributed()
     try:
         if resume:
             model_config, cfg, tokenizer = _resumed_config(run_dir, cfg)
+            if cfg.max_steps is None and cfg.epochs is None:
+                raise ValueError("a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
+                                 "it, not a time budget")
             check_settings(model_config, cfg, run_dir)
             if world()[1] == 0:
                 write_run_config(run_dir, model_config, cfg)
@@ -126,16 +170,22 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
                 tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config,
                                                      data_dir=data_dir)
             check_vocabulary(tokenizer, model_config, "the tokenizer given")
-            if world()[1] == 0:
-                save_tokenizer(tokenizer, run_dir)
-                write_run_config(run_dir, model_config, cfg)
-        torch.manual_seed(cfg.seed)
-        model = BertForPreTraining(model_config)
         corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
         dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
                                      mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
         valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
                                          data_config=cfg.data_config, data_dir=data_dir)
+        calibration = None
+        if not resume and cfg.max_steps is None and cfg.epochs is None:
+            steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,
+                                                  cfg.time_budget - (time.perf_counter() - started))
+            cfg = replace(cfg, max_steps=_same_on_every_process(steps))
+        if not resume and world()[1] == 0:
+            create_run(run_dir, model_config, cfg, tokenizer)
+        if calibration is not None and on_log is not None:
+            on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
+        torch.manual_seed(cfg.seed)
+        model = BertForPreTraining(model_config)
         return train(model, dataset, cfg, valid_loader=valid_loader, run_dir=run_dir, resume=resume, on_log=on_log,
                      show_progress=show_progress)
     finally:

@@ -16,8 +16,8 @@ Written by hand: production plumbing that notebook 07 uses but does not show in 
 
 __all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RunError", "checkpoints", "save_checkpoint", "load_weights",
            "load_training_state", "load_checkpoint", "write_checksums", "read_metrics", "write_metrics",
-           "plot_metrics", "save_figure", "write_run_config", "check_vocabulary", "load_run", "latest_checkpoint",
-           "model_from_checkpoint", "load_model"]
+           "plot_metrics", "save_figure", "write_run_config", "create_run", "check_vocabulary", "load_run",
+           "latest_checkpoint", "model_from_checkpoint", "load_model"]
 
 import hashlib
 import io
@@ -37,7 +37,7 @@ from torch import nn
 from .config import BertConfig
 from .helpers import atomic_write, fsync_dir, resolve_device
 from .model import BertForPreTraining
-from .tokenizer import load_tokenizer
+from .tokenizer import load_tokenizer, save_tokenizer
 from .train_config import PretrainConfig
 
 RUN_FORMAT = 1
@@ -234,6 +234,21 @@ def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: 
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(run_dir / "config.json", json.dumps(
         {"format": RUN_FORMAT, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
+
+
+def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: PretrainConfig,
+               tokenizer: Tokenizer) -> Path:
+    """Make a new run folder with its `config.json` and tokenizer, all at once: the files are written to a
+    temporary folder that is then renamed, so a crash leaves either no run or a whole one."""
+    run_dir = Path(run_dir)
+    tmp = run_dir.with_name(f".tmp-{run_dir.name}")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
+    save_tokenizer(tokenizer, tmp)
+    write_run_config(tmp, model_config, cfg)
+    fsync_dir(tmp)
+    os.rename(tmp, run_dir)  # replaces an empty folder the user made beforehand, never a full one
+    fsync_dir(run_dir.parent)
+    return run_dir
 
 
 def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:

@@ -5,10 +5,11 @@ command-line help, so a new option is one edit here.
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "TrainConfig", "PretrainConfig"]
+__all__ = ["SCHEDULES", "ON_NAN", "parse_duration", "TrainConfig", "PretrainConfig"]
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Self, get_args
 
@@ -24,6 +25,14 @@ def _option(default: Any, help: str, **metadata: Any) -> Any:
     return field(default=default, metadata={"help": help, **metadata})
 
 
+def parse_duration(text: str) -> float:
+    "Seconds in a duration such as '90s', '20m', '1.5h' or '600' (seconds)."
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", str(text))
+    if not match or not float(match[1]) > 0:
+        raise ValueError(f"{text!r} is not a duration; write it like 90s, 20m or 1.5h")
+    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
 @dataclass
 class TrainConfig:
     """How the training loop runs: its length, batches, optimiser, schedule, bookkeeping and device.
@@ -33,6 +42,9 @@ class TrainConfig:
 
     max_steps: int | None = _option(None, "optimiser steps (the command line's default: 1,000 unless --epochs)")
     epochs: float | None = _option(None, "passes over the training data instead of --max-steps")
+    time_budget: float | None = _option(None, "train for this long (90s, 20m, 1.5h) instead: the number of steps "
+                                              "is fixed from a short timing run, so the run stays reproducible",
+                                        parse=parse_duration)
     batch_size: int = _option(32, "sequences per optimiser step, over all processes and accumulation steps")
     grad_accum: int = _option(1, "micro-batches per optimiser step (gradient accumulation)")
     max_seq_len: int = _option(128, "tokens per sequence, special tokens included")
@@ -55,14 +67,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         name = type(self).__name__
-        if (self.max_steps is None) == (self.epochs is None):
-            raise ValueError(f"give exactly one of {name}.max_steps and {name}.epochs")
+        if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
+            # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretrain`)
+            raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         for key in ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every", "save_every",
                     "keep_checkpoints", "eval_batches"):
             value = getattr(self, key)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive integer")
-        for key in ("epochs", "lr", "max_grad_norm"):
+        for key in ("epochs", "lr", "max_grad_norm", "time_budget"):
             value = getattr(self, key)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive, finite number")

@@ -247,7 +247,8 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
             on_log(entry)
 
     def checkpoint() -> None:
-        if not check_every_step and not _finite(model):
+        # one read-back per checkpoint: never save bad weights, nor rotate a good checkpoint away for them
+        if writer and not _finite(model):
             raise NonFiniteLoss(f"the weights are not finite at step {step}; no checkpoint written. Lower the "
                                 f"learning rate, or pass on_nan='skip' (--on-nan skip)")
         if writer:
@@ -287,7 +288,8 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
                         raise NonFiniteLoss(f"the loss or gradient is not finite at step {step} (gradient norm "
                                             f"{float(grad_norm)}); stopped without saving it. Lower the learning "
                                             f"rate, or pass on_nan='skip' (--on-nan skip)")
-                    optimizer.zero_grad(set_to_none=True)  # the weights stay as they were; the schedule moves on
+                    optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a gradient as they are
+                    optimizer.step()
                     scheduler.step()
                     record({"step": step, "event": "skipped: the loss or gradient was not finite"})
                 else:
@@ -309,13 +311,14 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
                     if not all(map(math.isfinite, means)):
                         raise NonFiniteLoss(f"the loss is not finite at step {step} ({means}); stopped without "
                                             f"saving it. Lower the learning rate, or pass on_nan='skip' (--on-nan skip)")
-                    entry = {"step": step, "epoch": position.epoch, "loss": sum(means),
-                             **dict(zip(objective.parts, means, strict=True)), "lr": scheduler.get_last_lr()[0],
-                             "grad_norm": float(grad_norm),
-                             "tokens_per_s": sums[-1] / (time.perf_counter() - window_start)}
-                    record(entry)
-                    progress.set_postfix(loss=f"{entry['loss']:.3f}", lr=f"{entry['lr']:.2e}",
-                                         tok_s=f"{entry['tokens_per_s']:,.0f}")
+                    if sums[-1]:  # a window whose every step was skipped has no loss to log
+                        entry = {"step": step, "epoch": position.epoch, "loss": sum(means),
+                                 **dict(zip(objective.parts, means, strict=True)), "lr": scheduler.get_last_lr()[0],
+                                 "grad_norm": float(grad_norm),
+                                 "tokens_per_s": sums[-1] / (time.perf_counter() - window_start)}
+                        record(entry)
+                        progress.set_postfix(loss=f"{entry['loss']:.3f}", lr=f"{entry['lr']:.2e}",
+                                             tok_s=f"{entry['tokens_per_s']:,.0f}")
                     loss_sums.zero_()
                     window = [0] * (parts + 1)
                     window_start = time.perf_counter()

@@ -8,6 +8,7 @@ __all__ = ['CMAP', 'HEAD_VIEW_STYLE', 'PATTERNS', 'AttentionMaps', 'stack_attent
 # %% ../notebooks/09_attention_maps.ipynb #c004
 import io
 import math
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -272,7 +273,7 @@ def head_entropy(maps: AttentionMaps | Sequence[AttentionMaps]) -> torch.Tensor:
     return total / count
 
 
-PATTERNS = ("previous token", "next token", "same token", "same word", CLS, SEP)
+PATTERNS = ("previous token", "next token", "same token", "same word", CLS, SEP, "punctuation")
 
 
 def _pattern_masks(m: AttentionMaps) -> dict[str, torch.Tensor]:
@@ -281,8 +282,11 @@ def _pattern_masks(m: AttentionMaps) -> dict[str, torch.Tensor]:
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
     words = torch.tensor([-1 if w is None else w for w in m.word_ids])
     key_is = {t: torch.tensor([tok == t for tok in m.tokens])[None, :].expand(n, n) for t in (CLS, SEP)}
+    punctuation = torch.tensor([all(unicodedata.category(c).startswith("P") for c in tok) and tok not in (CLS, SEP)
+                                for tok in m.tokens])[None, :].expand(n, n)
     return {"previous token": j == i - 1, "next token": j == i + 1, "same token": j == i,
-            "same word": (words[:, None] == words[None, :]) & (words[:, None] >= 0) & (i != j), **key_is}
+            "same word": (words[:, None] == words[None, :]) & (words[:, None] >= 0) & (i != j), **key_is,
+            "punctuation": punctuation}
 
 
 def head_scores(maps: AttentionMaps | Sequence[AttentionMaps]) -> dict[str, torch.Tensor]:

@@ -177,3 +177,16 @@ def test_pretrain_leaves_denormal_arithmetic_as_it_found_it(run):
     "The command flushes denormals while it trains (speed), and must not change the process for good."
     tiny = torch.tensor([1e-39])  # below float32's smallest normal number
     assert (tiny * 1.0).item() != 0.0
+
+
+def test_time_budget_becomes_a_recorded_number_of_steps(tiny, tmp_path, capsys):
+    "--time-budget times a few steps, then trains a fixed number of steps that the run folder records."
+    run = tmp_path / "budget"
+    assert main(["pretrain", *tiny, "--time-budget", "40s", "--eval-every", "1000", "--output-dir", str(run)]) == 0
+    assert "time budget of 40 s" in capsys.readouterr().err
+    training = json.loads((run / "config.json").read_text())["training"]
+    assert training["time_budget"] == 40 and training["max_steps"] >= 1
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "loss" in r][-1] == training["max_steps"]
+    for bad in ("soon", "-5m", "0s"):
+        with pytest.raises(SystemExit):
+            main(["pretrain", *tiny, "--time-budget", bad, "--output-dir", str(tmp_path / "bad")])
