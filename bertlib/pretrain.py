@@ -77,8 +77,8 @@ def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, Pr
         return BertConfig.from_preset("tiny"), PretrainConfig(max_steps=300, batch_size=32, lr=2e-3, log_every=10,
                                                               eval_every=100, eval_batches=10, save_every=100)
     if torch.cuda.is_available() if gpu is None else gpu:
-        return BertConfig.from_preset("mini"), PretrainConfig(epochs=100, batch_size=256, lr=1e-3, log_every=62,
-                                                              eval_every=372, save_every=372, keep_checkpoints=30)
+        return BertConfig.from_preset("mini"), PretrainConfig(epochs=100, batch_size=256, lr=1e-3, log_every=93,
+                                                              eval_every=930, save_every=930, keep_checkpoints=10)
     return BertConfig.from_preset("mini"), PretrainConfig(time_budget=1200, log_every=50, eval_every=500,
                                                           save_every=500)
 

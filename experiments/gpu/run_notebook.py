@@ -4,6 +4,7 @@ jupyter command: the GPU machines of the course's full-mode runs.
     python experiments/gpu/run_notebook.py notebooks/07_pretraining.ipynb --timeout 540
 """
 import argparse
+import signal
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ def main() -> None:
     p.add_argument("notebook")
     p.add_argument("--timeout", type=int, default=600, help="seconds a cell may take")
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a `timeout` still writes what ran (finally below)
     path = Path(args.notebook)
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()

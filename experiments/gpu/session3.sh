@@ -7,12 +7,8 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 BERTLIB_DATA_DIR=$PWD/.data 
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" packed
 exec > >(tee "$OUT/log.txt") 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-echo "== smoke: the new training loop on cuda"
-timeout 90 python3 -m bertlib pretrain --preset tiny --max-steps 20 --batch-size 32 --eval-every 20 --eval-batches 2 \
-  --save-every 10 --log-every 5 --device cuda --output-dir /tmp/smoke 2>&1 | tail -4 || exit 1
-ls /tmp/smoke/checkpoints || exit 1
 echo "== notebook 07, full mode"
-timeout 480 python3 experiments/gpu/run_notebook.py notebooks/07_pretraining.ipynb --timeout 470
+timeout 450 python3 experiments/gpu/run_notebook.py notebooks/07_pretraining.ipynb --timeout 440
 cp notebooks/07_pretraining.ipynb "$OUT/"
 python3 experiments/gpu/pack_run.py notebooks/runs/course-full packed/course-full && tar czf "$OUT/course-full.tar.gz" -C packed course-full
 ls -la "$OUT"
