@@ -5,10 +5,11 @@ Written by hand (no notebook exports it); notebook 00 introduces it. It imports 
 """
 
 __all__ = ["QUICK_ENV", "DATA_DIR_ENV", "IGNORE_INDEX", "quick_mode", "resolve_data_dir", "atomic_write", "fsync_dir",
-           "check_choice", "child_seed", "resolve_device", "autocast", "to_device", "eval_mode"]
+           "check_choice", "child_seed", "resolve_device", "autocast", "to_device", "eval_mode", "machine"]
 
 import hashlib
 import os
+import platform
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -109,3 +110,14 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
             yield model
     finally:
         model.train(was_training)
+
+
+def machine() -> str:
+    "This machine in a line: CPU model and cores, GPU if any, torch version (notebooks print it with their results)."
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}"
