@@ -32,21 +32,27 @@ def _field_type(annotation: Any) -> type:
     return annotation
 
 
-def add_config_options(parser: argparse.ArgumentParser, config_class: type) -> None:
+def add_config_options(parser: argparse.ArgumentParser, config_class: type, exclude: tuple[str, ...] = ()) -> None:
     """One option per field of a config dataclass (`--max-steps` for `max_steps`), typed, with the help text
     and choices of the field's metadata. Options not given stay None, so that only what the user typed
     overrides the defaults or a resumed run's settings."""
     for f in fields(config_class):
+        if f.name in exclude:
+            continue
         kind = f.metadata.get("parse", _field_type(f.type))
         default = "" if f.default is MISSING or f.default is None else f" ({f.default})"
-        typed = {"action": argparse.BooleanOptionalAction} if kind is bool else {"type": kind, "metavar": "N"}
+        if kind is bool:
+            typed = {"action": argparse.BooleanOptionalAction}
+        else:
+            metavar = {int: "N", float: "X"}.get(kind, None if "choices" in f.metadata else "S")
+            typed = {"type": kind, "metavar": metavar}
         parser.add_argument("--" + f.name.replace("_", "-"), default=None, help=f.metadata.get("help", "") + default,
                             choices=f.metadata.get("choices"), **typed)
 
 
 def given_options(args: argparse.Namespace, config_class: type) -> dict[str, Any]:
     "The config fields the user typed on the command line."
-    return {f.name: value for f in fields(config_class) if (value := getattr(args, f.name)) is not None}
+    return {f.name: value for f in fields(config_class) if (value := getattr(args, f.name, None)) is not None}
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -103,8 +109,9 @@ def pretrain(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     try:
         if args.resume:
-            ignored = [flag for flag, value in (("--preset", args.preset), ("--vocab-size", args.vocab_size),
-                                                ("--tokenizer", args.tokenizer)) if value is not None]
+            model_flags = [f"--{name.replace('_', '-')}" for name in given_options(args, BertConfig)]
+            ignored = [flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer))
+                       if value is not None] + model_flags
             if ignored:
                 raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
                                  f"cannot change them; leave them out, or start a new run")
@@ -119,7 +126,8 @@ def pretrain(args: argparse.Namespace) -> None:
             cfg = _train_config(args, None)
             tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
             vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
-            model_config = BertConfig.from_preset(args.preset or "mini", vocab_size=vocab)
+            model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
+                                                                            "vocab_size": vocab})
         # tiny softmax gradients would otherwise fall into the slow denormal range of CPU arithmetic; the setting
         # is process-wide, so it is switched back (to PyTorch's default) when the command is done
         torch.set_flush_denormal(True)
@@ -265,10 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", choices=tuple(PRESETS), help="model size (mini)")
     p.add_argument("--output-dir", help="the run folder (default: runs/PRESET); must be new unless --resume")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
-    p.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
     p.add_argument("--tokenizer", help="use this tokenizer.json (e.g. from `prepare`) instead of training one")
     p.add_argument("--data-dir", default=None, help=data_dir_help)
     add_config_options(p.add_argument_group("training (bertlib.train_config.PretrainConfig)"), PretrainConfig)
+    model = p.add_argument_group("model (bertlib.config.BertConfig), over the preset's values")
+    model.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
+    add_config_options(model, BertConfig, exclude=("vocab_size", "pad_token_id"))
 
     p = command("evaluate", evaluate, "score a run on the validation or test split")
     p.add_argument("run", help="the run folder")

@@ -190,3 +190,17 @@ def test_time_budget_becomes_a_recorded_number_of_steps(tiny, tmp_path, capsys):
     for bad in ("soon", "-5m", "0s"):
         with pytest.raises(SystemExit):
             main(["pretrain", *tiny, "--time-budget", bad, "--output-dir", str(tmp_path / "bad")])
+
+
+def test_model_options_override_the_preset_and_resume_refuses_them(tiny, tmp_path, capsys):
+    run = tmp_path / "pre-ln"
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "0", "--norm-style", "pre",
+                 "--output-dir", str(run)]) == 0
+    model = json.loads((run / "config.json").read_text())["model"]
+    assert (model["hidden_dropout_prob"], model["norm_style"], model["num_hidden_layers"]) == (0.0, "pre", 2)
+    capsys.readouterr()
+    assert main(["pretrain", "--output-dir", str(run), "--resume", "--norm-style", "post"]) == 2
+    assert "--norm-style" in one_line_error(capsys)
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "1.5",
+                 "--output-dir", str(tmp_path / "bad")]) == 2
+    assert "hidden_dropout_prob" in one_line_error(capsys)
