@@ -467,3 +467,142 @@ def test_hub_failure_says_how_to_work_offline(fake_hub):
         load_rte("train")
     message = str(err.value)
     assert "'nyu-mll/glue' (rte, train)" in message and "glue/RTE/" in message and "BERTLIB_DATA_DIR" in message
+
+
+# ====================================================================================== scores (task_metrics)
+def test_accuracy():
+    from bertlib.task_metrics import accuracy
+
+    assert accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
+    with pytest.raises(ValueError, match="3 predictions for 2 labels"):
+        accuracy([1, 0, 1], [1, 0])
+    with pytest.raises(ValueError, match="no examples"):
+        accuracy([], [])
+
+
+# Two sentences of ten words; the tagger gets 18 of 20 tags right but cuts both multi-word entities short,
+# so it finds no entity exactly: 90% token accuracy, entity F1 0.
+GOLD = [["B-ORG", "I-ORG", "I-ORG", "O", "O", "O", "O", "O", "O", "O"],
+        ["O", "O", "B-PER", "I-PER", "O", "O", "O", "O", "O", "O"]]
+CUT = [["B-ORG", "I-ORG", "O", "O", "O", "O", "O", "O", "O", "O"],
+       ["O", "O", "B-PER", "O", "O", "O", "O", "O", "O", "O"]]
+
+
+def test_entity_f1_is_low_where_token_accuracy_is_high():
+    from bertlib.task_metrics import entity_scores
+
+    scores = entity_scores(GOLD, CUT)
+    assert scores["token_accuracy"] == pytest.approx(0.9)
+    assert (scores["precision"], scores["recall"], scores["f1"]) == (0.0, 0.0, 0.0)
+    assert entity_scores(GOLD, GOLD)["f1"] == 1.0
+
+
+def test_entity_scores_per_type():
+    from bertlib.task_metrics import entity_report, entity_scores
+
+    gold = [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-ORG", "O", "B-LOC", "O", "B-PER"]]
+    pred = [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-ORG", "O", "B-ORG", "O", "O"]]
+    # gold: PER 2, LOC 2, ORG 1; predicted: PER 1 (right), LOC 1 (right), ORG 2 (1 right) -> 3 of 4 right, 3 of 5 found
+    scores = entity_scores(gold, pred)
+    assert scores["precision"] == pytest.approx(3 / 4) and scores["recall"] == pytest.approx(3 / 5)
+    assert scores["f1"] == pytest.approx(2 * 0.75 * 0.6 / 1.35)
+    assert scores["per_type"] == {
+        "LOC": {"precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3), "support": 2},
+        "ORG": {"precision": 0.5, "recall": 1.0, "f1": pytest.approx(2 / 3), "support": 1},
+        "PER": {"precision": 1.0, "recall": 0.5, "f1": pytest.approx(2 / 3), "support": 2}}
+    report = entity_report(gold, pred)
+    assert report.split("\n")[2].split() == ["LOC", "1.0000", "0.5000", "0.6667", "2"]
+    assert "micro avg" in report
+
+
+def test_ner_modes_differ_only_on_ill_formed_predictions():
+    from bertlib.task_metrics import entity_scores
+
+    gold = [["O", "B-PER", "I-PER", "O"]]
+    starts_with_i = [["O", "I-PER", "I-PER", "O"]]  # not IOB2: conlleval still reads one PER entity
+    assert entity_scores(gold, starts_with_i)["f1"] == 1.0
+    assert entity_scores(gold, starts_with_i, mode="strict")["f1"] == 0.0
+    assert entity_scores(GOLD, CUT, mode="strict") == entity_scores(GOLD, CUT)  # valid IOB2: the same
+    with pytest.raises(ValueError, match="mode='lenient' is not valid"):
+        entity_scores(gold, gold, mode="lenient")
+
+
+def test_entity_scores_check_their_input():
+    from bertlib.task_metrics import entity_scores
+
+    with pytest.raises(ValueError, match="sentence 1: 3 predicted tags for 2 gold tags"):
+        entity_scores([["O"], ["O", "O"]], [["O"], ["O", "O", "O"]])
+    with pytest.raises(ValueError, match="1 predicted sentences for 2 gold sentences"):
+        entity_scores([["O"], ["O"]], [["O"]])
+    with pytest.raises(ValueError, match="one list of tags per sentence"):
+        entity_scores(["O"], ["O"])
+
+
+@pytest.mark.parametrize("text, normal", [
+    ("The Cat!", "cat"),
+    ("  An   apple a day ", "apple day"),
+    ("the Denver Broncos.", "denver broncos"),
+    ("Theater and anthem", "theater and anthem"),  # articles only as whole words
+    ("a.m.", "am"),  # punctuation goes before articles: "a.m." is not the article "a"
+    ("The U.S.!", "us"),
+    ("Levi's Stadium", "levis stadium"),
+    ("the the THE", ""),
+    ("1,000 (approx.)", "1000 approx"),
+    ("1990–91 season", "1990–91 season"),  # only ASCII punctuation is removed, as in the official script
+    ("tab\tand\nnewline", "tab and newline"),
+])
+def test_squad_normalisation(text, normal):
+    from bertlib.task_metrics import normalize_answer
+
+    assert normalize_answer(text) == normal
+
+
+def test_squad_exact_match_and_f1_on_known_cases():
+    from bertlib.task_metrics import answer_f1, exact_match
+
+    assert exact_match("the Denver Broncos", ["Denver Broncos"]) == 1.0
+    assert exact_match("Denver Broncos!", "denver broncos") == 1.0
+    assert exact_match("Broncos", ["Denver Broncos"]) == 0.0
+    assert answer_f1("Denver Broncos won", ["Denver Broncos"]) == pytest.approx(0.8)  # P 2/3, R 1
+    # SQuAD dev: "Where did Super Bowl 50 take place?"; prediction against the longest gold answer: P 1, R 3/11
+    gold = "Levi's Stadium in the San Francisco Bay Area at Santa Clara, California."
+    assert answer_f1("Santa Clara, California", gold) == pytest.approx(6 / 14)
+    assert answer_f1("Santa Clara, California", [gold, "Santa Clara, California"]) == 1.0  # best gold answer
+    assert answer_f1("the cat cat", ["cat"]) == pytest.approx(2 / 3)  # a token matches as often as the gold has it
+    assert answer_f1("", ["cat"]) == 0.0 and exact_match("", ["cat"]) == 0.0
+    assert answer_f1("the", ["a"]) == 0.0 and exact_match("the", ["a"]) == 1.0  # both normalise to ""
+    with pytest.raises(ValueError, match="at least one gold answer"):
+        answer_f1("x", [])
+
+
+def test_squad_scores_average_over_questions():
+    from bertlib.task_metrics import squad_scores
+
+    def example(qid, *answers):
+        return SquadExample(qid, "T", "ctx", "q?", tuple(Answer(a, 0) for a in answers))
+
+    examples = [example("a", "Denver Broncos"), example("b", "Santa Clara", "Santa Clara, California"),
+                example("c", "1000")]
+    scores = squad_scores({"a": "The Denver Broncos", "b": "Clara"}, examples)  # "c" unanswered: 0
+    assert scores["exact_match"] == pytest.approx(1 / 3)
+    assert scores["f1"] == pytest.approx((1 + 2 / 3) / 3)  # "Clara" vs "santa clara": P 1, R 1/2
+    assert (scores["count"], scores["answered"]) == (3, 2)
+    with pytest.raises(ValueError, match="1 predictions are for questions not among the examples, e.g. 'z'"):
+        squad_scores({"z": "x"}, examples)
+
+
+def test_task_scores_dispatch_on_the_task(task_data):
+    from bertlib.task_metrics import task_scores
+
+    dev = load_rte("validation", task_data)
+    assert task_scores("rte", [e.label for e in dev], dev) == {"accuracy": 1.0}
+    assert task_scores("rte", [0] * len(dev), dev)["accuracy"] == pytest.approx(
+        sum(e.label == 0 for e in dev) / len(dev))
+    sentences = [TaggedSentence(tuple("abcdefghij"), tuple(t)) for t in GOLD]
+    by_ids = [[CONLL_TAGS.index(t) for t in tags] for tags in CUT]  # a head predicts tag ids
+    assert task_scores("conll2003", by_ids, sentences)["f1"] == 0.0
+    assert task_scores("conll2003", GOLD, sentences)["f1"] == 1.0
+    squad = load_squad("validation", task_data)[:10]
+    assert task_scores("squad", {e.id: e.answers[0].text for e in squad}, squad)["exact_match"] == 1.0
+    with pytest.raises(ValueError, match="sst2 scores ClassificationExamples, but example 0 is TaggedSentence"):
+        task_scores("sst2", [0, 1], sentences)
