@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # bottom to top; a module may import only modules on its own floor or below (see CONTRIBUTING.md)
 FLOORS = [
     ["helpers"],
-    ["data", "tokenizer", "corpus", "batching", "tasks"],
+    ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
     ["model", "interop"],
     ["pretraining_data"],
