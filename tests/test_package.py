@@ -12,11 +12,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # bottom to top; a module may import only modules on its own floor or below (see CONTRIBUTING.md)
 FLOORS = [
     ["helpers"],
-    ["data", "tokenizer", "corpus", "batching"],
+    ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
     ["model", "interop"],
     ["pretraining_data"],
-    ["train_config", "runs", "evaluate", "viz", "widget"],
+    ["train_config", "runs", "evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
     ["pretrain"],
     ["cli", "__main__"],
