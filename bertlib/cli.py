@@ -101,8 +101,6 @@ def _train_config(args: argparse.Namespace, saved: PretrainConfig | None) -> Pre
 
 def pretrain(args: argparse.Namespace) -> None:
     "Pre-train BERT (MLM + NSP) on WikiText-2 into a run folder; with --resume, continue a run."
-    import torch
-
     from .pretrain import pretrain as pretrain_run
 
     out = Path(args.output_dir or f"runs/{args.preset or 'mini'}")
@@ -128,14 +126,8 @@ def pretrain(args: argparse.Namespace) -> None:
             vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
             model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
                                                                             "vocab_size": vocab})
-        # tiny softmax gradients would otherwise fall into the slow denormal range of CPU arithmetic; the setting
-        # is process-wide, so it is switched back (to PyTorch's default) when the command is done
-        torch.set_flush_denormal(True)
-        try:
-            records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
-                                   resume=args.resume, on_log=_print_event)
-        finally:
-            torch.set_flush_denormal(False)
+        records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
+                               resume=args.resume, on_log=_print_event)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     valid = [r for r in records if r.get("split") == "validation"]

@@ -263,6 +263,9 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
     window_start = time.perf_counter()
     progress = tqdm(total=steps, initial=step, unit="step", disable=not show_progress or rank != 0,
                     dynamic_ncols=True)
+    # on a CPU, the tiny gradients of a well-trained softmax would fall into the range of denormal numbers,
+    # which CPUs compute many times slower; the setting is process-wide, so PyTorch's default comes back after
+    flush = device.type == "cpu" and torch.set_flush_denormal(True)
     try:
         with stop_signals() as received:
             model.train()
@@ -336,4 +339,6 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
         progress.close()
         if metrics_file is not None:
             metrics_file.close()
+        if flush:
+            torch.set_flush_denormal(False)
     return records
