@@ -22,7 +22,7 @@ class BertModelOutput:
     "What `BertModel` returns; `hidden_states` and `attentions` are None unless requested."
 
     last_hidden_state: torch.Tensor
-    pooler_output: torch.Tensor
+    pooler_output: torch.Tensor | None  # None for a model built without the pooler
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
@@ -40,14 +40,15 @@ class BertPooler(nn.Module):
 
 
 class BertModel(nn.Module):
-    "BERT's body: embeddings, the encoder stack and the pooler, initialised as in BERT."
+    """BERT's body: embeddings, the encoder stack and the pooler, initialised as in BERT. Heads that read every
+    token (token classification, question answering) build it with `add_pooling_layer=False`, as HF does."""
 
-    def __init__(self, config: BertConfig):
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True):
         super().__init__()
         self.config = config
         self.embeddings = BertEmbeddings(config)
         self.encoder = BertEncoder(config)
-        self.pooler = BertPooler(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(partial(init_bert_weights, std=config.initializer_range))
 
     def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
@@ -67,7 +68,7 @@ class BertModel(nn.Module):
         encoded = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask, output_attentions,
                                output_hidden_states, output_positions)
         return BertModelOutput(last_hidden_state=encoded.last_hidden_state,
-                               pooler_output=self.pooler(encoded.last_hidden_state),
+                               pooler_output=None if self.pooler is None else self.pooler(encoded.last_hidden_state),
                                hidden_states=encoded.hidden_states, attentions=encoded.attentions)
 
 # %% ../notebooks/05_bert_pretraining_heads.ipynb #c006

@@ -14,7 +14,7 @@ FLOORS = [
     ["helpers"],
     ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
-    ["model", "interop"],
+    ["model", "heads", "interop"],
     ["pretraining_data"],
     ["train_config", "runs", "evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
