@@ -95,21 +95,28 @@ def _match(module: torch.nn.Module, like: torch.nn.Module) -> torch.nn.Module:
     return module.to(device=param.device, dtype=param.dtype).train(like.training)
 
 
+def _our_class(model: torch.nn.Module) -> type:
+    """The bertlib class `model` is, found by name so that a notebook's own build of the class (the code the
+    library mirrors) converts too."""
+    by_name = {cls.__name__: cls for cls in HF_CLASSES}
+    if type(model).__name__ not in by_name:
+        raise TypeError(f"{type(model).__name__} has no HF counterpart; convertible: {', '.join(by_name)}")
+    return by_name[type(model).__name__]
+
+
 def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     """The HF model of the same class (`HF_CLASSES`: `transformers.BertForPreTraining`, `...ForSequence-
     Classification`, ...) holding copies of `model`'s weights (same device, dtype and mode) and its label names."""
-    if type(model) not in HF_CLASSES:
-        raise TypeError(f"{type(model).__name__} has no HF counterpart; convertible: "
-                        f"{', '.join(c.__name__ for c in HF_CLASSES)}")
+    ours = _our_class(model)
     if getattr(model, "pooling", "cls") != "cls":
         raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
                          f"the pooled [CLS] vector only (pooling='cls')")
-    hf_class = HF_CLASSES[type(model)]
-    labels = None if isinstance(model, BertForPreTraining | BertForQuestionAnswering) else model.label_names
+    hf_class = HF_CLASSES[ours]
+    labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
     hf_model = hf_class(to_hf_config(model.config, hf_class.__name__, labels))
     state = model.state_dict()
     hf_state = {hf_name(key): value for key, value in state.items()}
-    if isinstance(model, BertForPreTraining):
+    if ours is BertForPreTraining:
         hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
     hf_model.load_state_dict(hf_state)
     return _match(hf_model, model)

@@ -49,13 +49,16 @@ def lab_settings(directory: Path) -> None:
 @pytest.fixture
 def jupyter_lab(tmp_path):
     "A JupyterLab server on a free port of 127.0.0.1 with a token, serving a copy of notebook 09; yields its URL."
-    # a copy without outputs: the repository's file stays untouched, and old outputs cannot pass for new ones
+    # a copy without outputs: the repository's file stays untouched, and old outputs cannot pass for new ones;
+    # it sits in notebooks/ beside a link to the shipped models, as in the repository, for its `../models` path
     notebook = json.loads((ROOT / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     notebook["metadata"].pop("widgets", None)
-    (tmp_path / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "models").symlink_to(ROOT / "models", target_is_directory=True)
     lab_settings(tmp_path / "settings")
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -77,7 +80,7 @@ def jupyter_lab(tmp_path):
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"JupyterLab did not start:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
                 time.sleep(0.5)
-        yield f"{base}/lab/tree/{NOTEBOOK}?token={token}"
+        yield f"{base}/lab/tree/notebooks/{NOTEBOOK}?token={token}"
     finally:
         try:  # a clean shutdown also stops the kernel
             urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST"),
