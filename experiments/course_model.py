@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from readme_blocks import replace_block  # noqa: E402
+
 from bertlib.evaluate import evaluate_run  # noqa: E402
 from bertlib.runs import checkpoints, load_run, read_metrics  # noqa: E402
 
@@ -99,12 +101,8 @@ def main() -> None:
         path.write_text(json.dumps(evaluate(), indent=2) + "\n")
     evaluation = json.loads(path.read_text())
     (RUN / "README.md").write_text(card(evaluation))
-    readme = ROOT / "README.md"
-    start, end = "<!-- course-model:start -->", "<!-- course-model:end -->"
-    text = readme.read_text()
-    text = text[:text.index(start) + len(start)] + "\n" + readme_block(evaluation) + "\n" + text[text.index(end):]
-    readme.write_text(text)
-    print(f"wrote {RUN / 'README.md'} and the course model's section of {readme}")
+    replace_block("course-model", readme_block(evaluation))
+    print(f"wrote {RUN / 'README.md'} and the course model's section of README.md")
 
 
 if __name__ == "__main__":
