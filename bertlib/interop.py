@@ -158,7 +158,9 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
         add_bert_post_processor(copy)
     if copy.decoder is None:
         copy.decoder = decoders.WordPiece(prefix=CONTINUATION)
+    # segment ids are a model input: without them a sentence-pair pipeline would feed segment 0 everywhere
     return transformers.PreTrainedTokenizerFast(tokenizer_object=copy, model_max_length=model_max_length,
+                                                model_input_names=["input_ids", "token_type_ids", "attention_mask"],
                                                 **SPECIAL_TOKENS)
 
 

@@ -10,7 +10,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -25,15 +25,12 @@ from .evaluate import validation_metrics
 from .helpers import IGNORE_INDEX, resolve_device
 from .model import BertForPreTraining
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
-from .runs import RunError, check_vocabulary, create_run, load_run, write_run_config
+from .runs import RunError, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
 from .train_config import PretrainConfig, TrainConfig
 from .trainer import fit, init_distributed, world
 
 CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
-# settings a resumed run may change; all others define what is learned and must stay as they were
-RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
-                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
 
 
 class MaskedLMAndNSP:
@@ -81,17 +78,6 @@ def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, Pr
                                                               eval_every=930, save_every=930, keep_checkpoints=10)
     return BertConfig.from_preset("mini"), PretrainConfig(time_budget=1200, log_every=50, eval_every=500,
                                                           save_every=500)
-
-
-def _resumed_config(run_dir: Path, cfg: PretrainConfig | None) -> tuple[BertConfig, PretrainConfig, Tokenizer]:
-    model_config, saved_cfg, tokenizer = load_run(run_dir)
-    if cfg is not None:
-        changed = [f.name for f in fields(PretrainConfig) if f.name not in RESUMABLE_FIELDS
-                   and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
-        if changed:
-            raise RunError(f"a resumed run keeps its settings, but {', '.join(changed)} differ from "
-                           f"{run_dir / 'config.json'}; start a new run to change them")
-    return model_config, cfg or saved_cfg, tokenizer
 
 
 def _same_on_every_process(value: int) -> int:
@@ -152,7 +138,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
     created_group = init_distributed()
     try:
         if resume:
-            model_config, cfg, tokenizer = _resumed_config(run_dir, cfg)
+            model_config, cfg, tokenizer = resumed_config(run_dir, cfg, PretrainConfig)
             if cfg.max_steps is None and cfg.epochs is None:
                 raise ValueError("a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
                                  "it, not a time budget")

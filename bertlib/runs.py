@@ -3,6 +3,7 @@ of a training run, written so that a crash never leaves a broken file, and read 
 
     runs/<name>/
       config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
+                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png
@@ -10,6 +11,7 @@ of a training run, written so that a crash never leaves a broken file, and read 
         model.safetensors      the weights (all that evaluation, fill-mask and export need)
         training_state.pt      optimiser, schedule, step and data position (what resuming needs)
         checksums.json         SHA-256 of the two files, checked when they are read
+      best/checkpoints/step-0000300/   a fine-tuning run's best validation so far (its scores as training state)
 
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
@@ -17,8 +19,10 @@ Written by hand: production plumbing that notebook 07 uses but does not show in 
 __all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RunError", "checkpoints", "save_checkpoint", "load_weights",
            "load_training_state", "load_checkpoint", "write_checksums", "read_metrics", "write_metrics",
            "plot_metrics", "save_figure", "write_run_config", "create_run", "check_vocabulary", "load_run",
-           "latest_checkpoint", "model_from_checkpoint", "load_model"]
+           "RESUMABLE_FIELDS", "resumed_config", "latest_checkpoint", "best_checkpoint", "build_model",
+           "model_from_checkpoint", "load_model"]
 
+import dataclasses
 import hashlib
 import io
 import json
@@ -35,10 +39,14 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .config import BertConfig
+from .heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
 from .helpers import atomic_write, fsync_dir, resolve_device
 from .model import BertForPreTraining
+from .task_examples import TASKS
 from .tokenizer import load_tokenizer, save_tokenizer
-from .train_config import PretrainConfig
+from .train_config import FinetuneConfig, PretrainConfig
+
+RunConfig = PretrainConfig | FinetuneConfig
 
 RUN_FORMAT = 1
 CHECKPOINT_PREFIX = "step-"
@@ -181,8 +189,8 @@ def write_metrics(path: str | os.PathLike, records: list[dict]) -> None:
 
 
 def plot_metrics(records: list[dict], title: str = "") -> Figure:
-    """Training and validation losses against the step (every `*_loss` key), and the validation accuracies
-    (every `*accuracy` key but top-5) beside them."""
+    """Training and validation losses against the step (every `*_loss` key), and the validation scores
+    (every `*accuracy` key but top-5, F1 and exact match) beside them."""
     fig = Figure(figsize=(9, 3.2))
     loss_ax, acc_ax = fig.subplots(1, 2)
     train = [r for r in records if "loss" in r]
@@ -191,12 +199,13 @@ def plot_metrics(records: list[dict], title: str = "") -> Figure:
         loss_ax.plot([r["step"] for r in train], [r[key] for r in train], label=f"train {key[:-5].upper()}")
     for key in sorted({k for r in valid for k in r if k.endswith("_loss")}):
         loss_ax.plot([r["step"] for r in valid], [r[key] for r in valid], "o-", label=f"validation {key[:-5].upper()}")
-    for key in sorted({k for r in valid for k in r if k.endswith("accuracy") and "top5" not in k}):
+    scores = {k for r in valid for k in r if (k.endswith("accuracy") and "top5" not in k) or k in ("f1", "exact_match")}
+    for key in sorted(scores):
         acc_ax.plot([r["step"] for r in valid], [r[key] for r in valid], "o-", label=key.replace("_", " "))
     if any("nsp_accuracy" in r for r in valid):
         acc_ax.axhline(0.5, color="gray", ls=":", label="NSP chance")
     loss_ax.set(xlabel="step", ylabel="loss", title=title or "losses")
-    acc_ax.set(xlabel="step", ylabel="accuracy", title="validation accuracy", ylim=(0.0, 1.0))
+    acc_ax.set(xlabel="step", ylabel="score", title="validation scores", ylim=(0.0, 1.0))
     for ax in (loss_ax, acc_ax):
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
@@ -223,20 +232,22 @@ def _read_run_config(run_dir: Path) -> dict:
             raise TypeError(f"it holds a JSON {type(saved).__name__}, not an object")
         if saved.get("format") != RUN_FORMAT:
             raise RunError(f"{path} has run format {saved.get('format')!r}; this bertlib reads format {RUN_FORMAT}")
-        return {"model": BertConfig.from_dict(saved["model"]), "training": PretrainConfig.from_dict(saved["training"])}
+        training = FinetuneConfig if saved.get("recipe") == "finetune" else PretrainConfig
+        return {"model": BertConfig.from_dict(saved["model"]), "training": training.from_dict(saved["training"])}
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
 
 
-def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: PretrainConfig) -> None:
+def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig) -> None:
     "Write a run's `config.json` (creating the folder if needed)."
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    recipe = {"recipe": "finetune"} if isinstance(cfg, FinetuneConfig) else {}
     atomic_write(run_dir / "config.json", json.dumps(
-        {"format": RUN_FORMAT, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
+        {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
 
 
-def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: PretrainConfig,
+def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig,
                tokenizer: Tokenizer) -> Path:
     """Make a new run folder with its `config.json` and tokenizer, all at once: the files are written to a
     temporary folder that is then renamed, so a crash leaves either no run or a whole one."""
@@ -259,7 +270,7 @@ def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> No
                        f"vocab_size to match")
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, PretrainConfig, Tokenizer]:
+def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
     "A run's model config, training config and tokenizer, checked against each other."
     run_dir = Path(run_dir)
     saved = _read_run_config(run_dir)
@@ -271,6 +282,30 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, PretrainConfig, To
     return saved["model"], saved["training"], tokenizer
 
 
+# settings a resumed run may change; all others define what is learned and must stay as they were
+RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
+                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
+
+
+def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
+                   ) -> tuple[BertConfig, RunConfig, Tokenizer]:
+    """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that
+    changes only fields in `RESUMABLE_FIELDS`. `kind` is the settings class the resuming recipe expects."""
+    run_dir = Path(run_dir)
+    model_config, saved_cfg, tokenizer = load_run(run_dir)
+    if not isinstance(saved_cfg, kind):
+        recipe = "python -m bertlib finetune" if isinstance(saved_cfg, FinetuneConfig) else "python -m bertlib pretrain"
+        raise RunError(f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
+                       f"`{recipe} ... --resume`")
+    if cfg is not None:
+        changed = [f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
+                   and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
+        if changed:
+            raise RunError(f"a resumed run keeps its settings, but {', '.join(changed)} differ from "
+                           f"{run_dir / 'config.json'}; start a new run to change them")
+    return model_config, cfg or saved_cfg, tokenizer
+
+
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
     "The newest complete checkpoint of a run."
     found = checkpoints(run_dir)
@@ -279,16 +314,37 @@ def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
     return found[-1]
 
 
-def model_from_checkpoint(model_config: BertConfig, checkpoint: Path) -> BertForPreTraining:
-    "A `BertForPreTraining` of `model_config` with the weights of `checkpoint`."
-    model = BertForPreTraining(model_config)
+def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    "The checkpoint of a fine-tuning run's best validation so far, or None."
+    found = checkpoints(Path(run_dir) / "best")
+    return found[-1] if found else None
+
+
+def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
+    """The model a run trains, with fresh weights: `BertForPreTraining`, or for a fine-tuning run the head of
+    its task (`bertlib.heads.HEADS`) with the task's label names."""
+    if not isinstance(cfg, FinetuneConfig):
+        return BertForPreTraining(model_config)
+    task = TASKS[cfg.task]
+    head = HEADS[task.kind]
+    if head is BertForQuestionAnswering:
+        return head(model_config)
+    if head is BertForSequenceClassification:
+        return head(model_config, task.label_names, pooling=cfg.pooling)
+    return head(model_config, task.label_names)
+
+
+def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunConfig | None = None) -> nn.Module:
+    "The model of a run (`build_model`) with the weights of `checkpoint`."
+    model = build_model(model_config, cfg)
     load_weights(checkpoint, model)
     return model
 
 
-def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu"
-               ) -> tuple[BertForPreTraining, Tokenizer]:
-    "The newest checkpoint of a run as a `BertForPreTraining` in eval mode on `device`, and its tokenizer."
-    model_config, _, tokenizer = load_run(run_dir)
-    model = model_from_checkpoint(model_config, latest_checkpoint(run_dir))
+def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
+    """A run's model in eval mode on `device`, and its tokenizer: the newest checkpoint of a pre-training run
+    (a `BertForPreTraining`), the best one of a fine-tuning run (its task's head)."""
+    model_config, cfg, tokenizer = load_run(run_dir)
+    checkpoint = (isinstance(cfg, FinetuneConfig) and best_checkpoint(run_dir)) or latest_checkpoint(run_dir)
+    model = model_from_checkpoint(model_config, checkpoint, cfg)
     return model.to(resolve_device(device)).eval(), tokenizer

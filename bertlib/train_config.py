@@ -1,11 +1,12 @@
-"""How to train: `TrainConfig` (the training loop's settings) and `PretrainConfig` (plus the pre-training
-data), validated when made and saved in every run's `config.json`. Each field's metadata holds its
+"""How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data)
+and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every
+run's `config.json`. Each field's metadata holds its
 command-line help, so a new option is one edit here.
 
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "parse_duration", "TrainConfig", "PretrainConfig"]
+__all__ = ["SCHEDULES", "ON_NAN", "INITS", "parse_duration", "TrainConfig", "PretrainConfig", "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -14,11 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any, Self, get_args
 
 from .data import WIKITEXT_CONFIGS
+from .heads import POOLINGS
 from .helpers import check_choice
 from .pretraining_data import Pairing
+from .task_examples import TASK_NAMES
 
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
+INITS = ("pretrained", "random")
 
 
 def _option(default: Any, help: str, **metadata: Any) -> Any:
@@ -31,6 +35,14 @@ def parse_duration(text: str) -> float:
     if not match or not float(match[1]) > 0:
         raise ValueError(f"{text!r} is not a duration; write it like 90s, 20m or 1.5h")
     return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+def _check_positive_ints(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is set but not a positive integer."
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive integer")
 
 
 @dataclass
@@ -70,11 +82,8 @@ class TrainConfig:
         if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
             # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretrain`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
-        for key in ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every", "save_every",
-                    "keep_checkpoints", "eval_batches"):
-            value = getattr(self, key)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive integer")
+        _check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
+                                    "save_every", "keep_checkpoints", "eval_batches"))
         for key in ("epochs", "lr", "max_grad_norm", "time_budget"):
             value = getattr(self, key)
             if value is not None and not (value > 0 and math.isfinite(value)):
@@ -119,3 +128,36 @@ class PretrainConfig(TrainConfig):
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"PretrainConfig.mlm_probability={self.mlm_probability} is not valid; it must be in "
                              f"(0, 1)")
+
+
+@dataclass
+class FinetuneConfig(TrainConfig):
+    """`TrainConfig` with fine-tuning's defaults (3 epochs, lr 1e-4, 10% warm-up, a validation and a
+    checkpoint each epoch) plus the task, where the encoder comes from, and the span search of SQuAD."""
+
+    epochs: float | None = _option(3.0, "passes over the training data")
+    max_seq_len: int | None = _option(None, "tokens per sequence, special tokens included (default: 384 for "
+                                            "SQuAD, as BERT, 128 for the others)")
+    lr: float = _option(1e-4, "peak learning rate")
+    warmup_ratio: float = _option(0.1, "share of the steps spent warming the learning rate up from 0")
+    eval_every: int | None = _option(None, "steps between validations (default: one per epoch)")
+    save_every: int | None = _option(None, "steps between checkpoints (default: one per epoch)")
+    task: str = _option("sst2", "the task", choices=TASK_NAMES)
+    source: str = _option("", "the encoder: a bertlib run folder, an HF BERT folder or hub id")
+    init: str = _option("pretrained", "start from the source's weights, or from random ones of the same shape "
+                                      "(the baseline that shows what pre-training is worth)", choices=INITS)
+    pooling: str = _option("cls", "what a classifier reads: the pooled [CLS] vector or the mean of the tokens",
+                           choices=POOLINGS)
+    train_examples: int | None = _option(None, "train on this many examples, spread evenly over the split "
+                                                 "(default: all)")
+    eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
+    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph")
+    max_query_len: int = _option(64, "SQuAD: question pieces kept")
+    max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("FinetuneConfig.task", self.task, TASK_NAMES)
+        check_choice("FinetuneConfig.init", self.init, INITS)
+        check_choice("FinetuneConfig.pooling", self.pooling, POOLINGS)
+        _check_positive_ints(self, ("train_examples", "eval_examples", "doc_stride", "max_query_len", "max_answer_len"))

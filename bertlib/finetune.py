@@ -1,0 +1,235 @@
+"""The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training
+(`bertlib.trainer.fit`) with the task's loss, validated each epoch with the task's metric, the best validation
+kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
+
+Written by hand; the fine-tuning notebook uses it.
+"""
+
+__all__ = ["SELECTION_METRIC", "TaskObjective", "load_source", "item_outputs", "task_predictions", "evaluate_task",
+           "finetune", "predict"]
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from .batching import make_loader
+from .config import BertConfig
+from .finetune_data import TaskCollator, TaskFeatures, best_spans, encode_task, word_predictions
+from .helpers import IGNORE_INDEX, autocast, eval_mode, to_device
+from .interop import load_hf_encoder
+from .runs import (
+    RunError,
+    best_checkpoint,
+    build_model,
+    check_vocabulary,
+    checkpoints,
+    create_run,
+    load_model,
+    load_training_state,
+    resumed_config,
+    save_checkpoint,
+)
+from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
+from .task_metrics import task_scores
+from .tasks import load_task, quick_slice
+from .tokenizer import pre_tokenize
+from .train_config import FinetuneConfig
+from .trainer import fit
+
+SELECTION_METRIC = {"sst2": "accuracy", "rte": "accuracy", "conll2003": "f1", "squad": "f1"}  # picks the best epoch
+
+
+class TaskObjective:
+    """A head's own loss for the training loop: a mean over sequences (classification, span) or over the
+    labelled tokens (tagging), so gradient accumulation weighs micro-batches by what they hold."""
+
+    def __init__(self, task: str, pad_token_id: int):
+        self.parts = (f"{task}_loss",)
+        self.per_token = TASKS[task].kind == "token"
+        self.collate = TaskCollator(pad_token_id)
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
+        return (int((batch["labels"] != IGNORE_INDEX).sum()) if self.per_token else len(batch["input_ids"]),)
+
+    def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor]:
+        inputs = {key: value for key, value in batch.items() if key != "input_ids"}
+        return (model(batch["input_ids"], **inputs).loss,)
+
+
+def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.Tensor], Tokenizer]:
+    """The encoder to fine-tune: its `BertConfig`, its weights (state-dict keys `bert.*` among others) and its
+    tokenizer, from a bertlib run folder (pre-trained or fine-tuned) or an HF BERT checkpoint (folder or hub id)."""
+    path = Path(source)
+    if (path / "config.json").is_file() and "format" in json.loads((path / "config.json").read_text(encoding="utf-8")):
+        model, tokenizer = load_model(path)  # a bertlib run
+        return model.config, model.state_dict(), tokenizer
+    try:
+        return load_hf_encoder(source)
+    except OSError as err:
+        raise RunError(f"{source} is neither a bertlib run folder nor an HF BERT checkpoint that loads "
+                       f"({str(err).splitlines()[0][:160]}); give a run folder (python -m bertlib pretrain "
+                       f"--output-dir DIR), an HF BERT folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4"
+                       ) from err
+
+
+@torch.no_grad()
+def item_outputs(model: nn.Module, features: TaskFeatures, batch_size: int = 64) -> list[Any]:
+    """The head's outputs for every item of `features`, in order, cut to the item's length: class logits
+    [labels], token logits [pieces, labels], or (start logits, end logits) [pieces] each."""
+    device = next(model.parameters()).device
+    collate = TaskCollator(model.config.pad_token_id)
+    loader = make_loader(features, batch_size, collate, features.lengths, group_by_length=False, shuffle=False)
+    outputs: list[Any] = []
+    with eval_mode(model):
+        for batch in loader:
+            b = to_device(batch, device)
+            with autocast(device):
+                out = model(b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
+            lengths = batch["attention_mask"].sum(1).tolist()
+            if out.logits is not None and out.logits.dim() == 2:
+                outputs += list(out.logits.float().cpu())
+            elif out.logits is not None:
+                outputs += [logits[:n] for logits, n in zip(out.logits.float().cpu(), lengths, strict=True)]
+            else:
+                outputs += [(s[:n], e[:n]) for s, e, n in zip(out.start_logits.float().cpu(),
+                                                               out.end_logits.float().cpu(), lengths, strict=True)]
+    return outputs
+
+
+def task_predictions(task: str, outputs: Sequence[Any], features: TaskFeatures, examples: Sequence[Any], *,
+                     max_answer_len: int = 30) -> Any:
+    """Outputs of `item_outputs` turned into what `task_scores` reads: class ids, tag lists, or answer texts
+    by question id."""
+    kind = TASKS[task].kind
+    if kind in ("sequence", "pair"):
+        return [int(logits.argmax()) for logits in outputs]
+    if kind == "token":
+        names = TASKS[task].label_names
+        return [word_predictions(logits.argmax(-1).tolist(), meta["word_ids"], len(example.words), names)
+                for logits, meta, example in zip(outputs, features.meta, examples, strict=True)]
+    starts, ends = zip(*outputs, strict=True)
+    contexts = {e.id: e.context for e in examples}
+    spans = best_spans(starts, ends, features.meta, max_answer_len=max_answer_len)
+    return {qid: contexts[qid][start:end] for qid, (start, end) in spans.items()}
+
+
+def evaluate_task(model: nn.Module, task: str, features: TaskFeatures, examples: Sequence[Any], *,
+                  batch_size: int = 64, max_answer_len: int = 30) -> dict[str, Any]:
+    "The task's scores (`bertlib.task_metrics.task_scores`) of `model` on encoded `examples`."
+    outputs = item_outputs(model, features, batch_size)
+    return task_scores(task, task_predictions(task, outputs, features, examples, max_answer_len=max_answer_len),
+                       examples)
+
+
+def _examples(cfg: FinetuneConfig, split: str, limit: int | None, data_dir: str | None) -> list[Any]:
+    examples = load_task(cfg.task, split, data_dir)
+    return quick_slice(examples, limit) if limit else examples
+
+
+def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *, data_dir: str | None = None,
+             resume: bool = False, on_log: Callable[[dict], None] | None = None,
+             show_progress: bool = True) -> list[dict]:
+    """Fine-tune `cfg.source`'s encoder (or, with `cfg.init="random"`, the same architecture from random
+    weights) on `cfg.task` into the run folder `output_dir`, and return the metric records.
+
+    Validates after every epoch (or `eval_every` steps) and keeps the best validation's weights in
+    `output_dir/best` (`bertlib.runs.best_checkpoint`); `resume=True` continues a stopped run from its
+    newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`)."""
+    run_dir = Path(output_dir)
+    if resume:
+        model_config, cfg, tokenizer = resumed_config(run_dir, cfg, FinetuneConfig)
+        weights = None
+    else:
+        if cfg is None or not cfg.source:
+            raise ValueError("a new fine-tuning run needs cfg.source (--from): a bertlib run folder, an HF BERT "
+                             "folder or a hub id")
+        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise RunError(f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
+                           f"continue it, or choose another output folder")
+        model_config, weights, tokenizer = load_source(cfg.source)
+        check_vocabulary(tokenizer, model_config, cfg.source)
+    task = TASKS[cfg.task]
+    max_seq_len = cfg.max_seq_len or (384 if task.kind == "span" else 128)
+    if max_seq_len > model_config.max_position_embeddings:
+        raise ValueError(f"max_seq_len={max_seq_len} is longer than the model's max_position_embeddings="
+                         f"{model_config.max_position_embeddings}")
+    train_examples = _examples(cfg, "train", cfg.train_examples, data_dir)
+    eval_examples = _examples(cfg, "validation", cfg.eval_examples, data_dir)
+    encode = dict(doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+    train_features = encode_task(cfg.task, train_examples, tokenizer, max_seq_len, **encode)
+    eval_features = encode_task(cfg.task, eval_examples, tokenizer, max_seq_len, **encode)
+    per_epoch = math.ceil(len(train_features) / cfg.batch_size)
+    cfg = replace(cfg, max_seq_len=max_seq_len, eval_every=cfg.eval_every or per_epoch,
+                  save_every=cfg.save_every or per_epoch)
+    if not resume:
+        create_run(run_dir, model_config, cfg, tokenizer)
+
+    torch.manual_seed(cfg.seed)
+    model = build_model(model_config, cfg)
+    new_weights = None
+    if weights is None and not checkpoints(run_dir):  # resumed before the first checkpoint: start over
+        weights = load_source(cfg.source)[1]
+    if weights is not None and cfg.init == "pretrained":
+        new_weights = model.load_encoder(weights)
+    metric = SELECTION_METRIC[cfg.task]
+    found = best_checkpoint(run_dir)
+    best = load_training_state(found)["scores"][metric] if found else -math.inf
+
+    def log(entry: dict) -> None:
+        nonlocal best
+        if entry.get("split") == "validation" and entry[metric] > best:
+            best = entry[metric]
+            scores = {k: v for k, v in entry.items() if isinstance(v, int | float)}
+            save_checkpoint(run_dir / "best", model, {"step": entry["step"], "scores": scores}, entry["step"], keep=1)
+        if on_log is not None:
+            on_log(entry)
+
+    if new_weights is not None and on_log is not None:
+        on_log({"step": 0, "event": f"new weights, not in {cfg.source}: {', '.join(new_weights)}"})
+    evaluate = lambda m: evaluate_task(m, cfg.task, eval_features, eval_examples,  # noqa: E731
+                                       max_answer_len=cfg.max_answer_len)
+    return fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
+               evaluate=evaluate, run_dir=run_dir, resume=resume, on_log=log, show_progress=show_progress)
+
+
+def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pair: str | None = None,
+            question: str | None = None, max_seq_len: int | None = None) -> dict[str, Any]:
+    """What a fine-tuned `model` says about one input: for a classifier the probability of each label (`text`,
+    and `pair` for a sentence-pair task), for a tagger the tag of each word and the entities, for question
+    answering the answer to `question` in `text` with its characters."""
+    kind = TASKS[task].kind
+    names = TASKS[task].label_names
+    length = max_seq_len or min(model.config.max_position_embeddings, 384 if kind == "span" else 128)
+    if kind in ("sequence", "pair"):
+        if (kind == "pair") != (pair is not None):
+            raise ValueError(f"{task} classifies {'a pair of texts: give the second' if kind == 'pair' else 'one text'}"
+                             f"{' (--pair)' if kind == 'pair' else ', without --pair'}")
+        example = ClassificationExample(text, 0, names, pair)
+        features = encode_task(task, [example], tokenizer, length)
+        probs = item_outputs(model, features)[0].softmax(-1).tolist()
+        return {"label": names[max(range(len(probs)), key=probs.__getitem__)],
+                "probabilities": dict(zip(names, probs, strict=True))}
+    if kind == "token":
+        words = pre_tokenize(text)
+        if not words:
+            raise ValueError("the text has no words to tag")
+        example = TaggedSentence(tuple(words), ("O",) * len(words))
+        features = encode_task(task, [example], tokenizer, length)
+        tags = task_predictions(task, item_outputs(model, features), features, [example])[0]
+        return {"words": words, "tags": tags,
+                "entities": [(name, " ".join(words[a:b])) for name, a, b in iob2_entities(tags)]}
+    if not question:
+        raise ValueError("question answering needs a question (--question) about the text")
+    example = SquadExample("question", "", text, question, ())
+    features = encode_task(task, [example], tokenizer, length)
+    starts, ends = zip(*item_outputs(model, features), strict=True)
+    start, end = best_spans(starts, ends, features.meta)["question"]
+    return {"answer": text[start:end], "start": start, "end": end}

@@ -1,0 +1,142 @@
+"""What pre-training is worth: every task fine-tuned from the course model (`models/course-mini`) and from the
+same architecture with random weights, under the same budget, with several seeds where runs are cheap.
+
+Each run is one `bertlib.finetune.finetune` call into `experiments/finetune_study/runs/<name>` (ignored by git);
+its result (the best validation over the epochs, minutes, machine) goes to `finetune_study/results/<name>.json`.
+`--report` turns the results into `finetune_study/README.md` and the README's `finetune` section; no number in
+either is typed by hand.
+
+    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/finetune_study.py run rte sst2
+    python experiments/finetune_study.py --report
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from readme_blocks import replace_block  # noqa: E402
+
+from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
+from bertlib.helpers import machine  # noqa: E402
+from bertlib.train_config import FinetuneConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = ROOT / "experiments" / "finetune_study"
+SOURCE = ROOT / "models" / "course-mini"
+# the budget of each task on a 2-core CPU: all of RTE, a fixed slice of the larger training sets
+PLANS = {
+    "rte": dict(seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
+    "sst2": dict(seeds=(0, 1, 2), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=8000)),
+    "conll2003": dict(seeds=(0,), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
+    "squad": dict(seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=3000,
+                                            max_seq_len=256)),
+}
+# Turc et al. 2019 ("Well-Read Students Learn Better"), BERT-Mini (4 layers, hidden 256), GLUE test set
+PUBLISHED = {"sst2": "85.9 (GLUE test)", "rte": "57.9 (GLUE test)"}
+TITLES = {"sst2": "SST-2 accuracy", "rte": "RTE accuracy", "conll2003": "CoNLL-2003 entity F1",
+          "squad": "SQuAD v1.1 F1 (EM)"}
+
+
+def run(task: str, init: str, seed: int, data_dir: str | None) -> dict:
+    "Fine-tune once and write the result file (skipped when it exists)."
+    name = f"{task}-{init}-s{seed}"
+    path = HERE / "results" / f"{name}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    out = HERE / "runs" / name
+    if out.exists():  # a run that did not finish: start it again
+        shutil.rmtree(out)
+    cfg = FinetuneConfig(task=task, source=str(SOURCE), init=init, seed=seed, log_every=50,
+                         **PLANS[task]["settings"])
+    start = time.perf_counter()
+    records = finetune(out, cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    minutes = (time.perf_counter() - start) / 60
+    valid = [r for r in records if r.get("split") == "validation"]
+    metric = SELECTION_METRIC[task]
+    best = max(valid, key=lambda r: r[metric])
+    result = {"task": task, "init": init, "seed": seed, "settings": asdict(cfg), "metric": metric,
+              "best": best, "validations": valid, "minutes": minutes, "threads": torch.get_num_threads(),
+              "machine": machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                       cwd=ROOT).stdout.strip()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(tmp, path)
+    print(f"{name}: best {metric} {best[metric]:.4f} at step {best['step']} ({minutes:.1f} min)", flush=True)
+    return result
+
+
+def cell(results: list[dict], task: str) -> str:
+    "Mean and spread (sample standard deviation) of the best validation score over seeds, in percent."
+    metric = SELECTION_METRIC[task]
+    scores = [100 * r["best"][metric] for r in results]
+    text = f"{statistics.mean(scores):.1f}"
+    if len(scores) > 1:
+        text += f" ± {statistics.stdev(scores):.1f}"
+    if task == "squad":
+        text += f" ({statistics.mean(100 * r['best']['exact_match'] for r in results):.1f})"
+    return text
+
+
+def report() -> None:
+    results = [json.loads(p.read_text()) for p in sorted((HERE / "results").glob("*.json"))]
+    rows = []
+    for task in PLANS:
+        mine = {init: [r for r in results if r["task"] == task and r["init"] == init]
+                for init in ("pretrained", "random")}
+        if not all(mine.values()):
+            continue
+        s = mine["pretrained"][0]["settings"]
+        examples = f"{s['train_examples']:,}" if s["train_examples"] else "all"
+        minutes = statistics.mean(r["minutes"] for r in mine["pretrained"] + mine["random"])
+        rows.append(f"| {TITLES[task]} | {cell(mine['pretrained'], task)} | {cell(mine['random'], task)} | "
+                    f"{PUBLISHED.get(task, '–')} | {len(mine['pretrained'])} | {examples} | {s['epochs']:g} | "
+                    f"{s['batch_size']} | {s['lr']:g} | {s['max_seq_len']} | {minutes:.1f} |")
+    machines = sorted({f"{r['machine']}, {r['threads']} thread(s)" for r in results})
+    body = f"""Generated by `python experiments/finetune_study.py --report` from `experiments/finetune_study/results`.
+Each cell: the best validation score over the epochs (validation set: the task's own; offline SQuAD's is its
+last 8 dev articles), mean ± standard deviation over the seeds. *pre-trained* starts from the course model
+(`models/course-mini`), *random* from the same architecture with random weights, same budget. Machine:
+{'; '.join(machines)}.
+
+| task | pre-trained `mini` | random init | published BERT-Mini | seeds | train examples | epochs | batch | lr | \
+max len | min per run |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+The published column (Turc et al. 2019, BERT-Mini, 4 layers x 256, pre-trained on BookCorpus and Wikipedia
+for far longer) is on the GLUE test set and is there for scale only."""
+    HERE.mkdir(exist_ok=True)
+    (HERE / "README.md").write_text("# Fine-tuning study\n\n" + body + "\n")
+    replace_block("finetune", body)
+    print(body)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", choices=("run", "report"), nargs="?", default="report")
+    p.add_argument("tasks", nargs="*", default=list(PLANS), help="tasks to run (all)")
+    p.add_argument("--report", action="store_true", help="only write the tables")
+    args = p.parse_args()
+    if args.command == "run" and not args.report:
+        data_dir = os.environ.get("BERTLIB_DATA_DIR")
+        for task in args.tasks:
+            for seed in PLANS[task]["seeds"]:
+                for init in ("pretrained", "random"):
+                    run(task, init, seed, data_dir)
+    report()
+
+
+if __name__ == "__main__":
+    main()
