@@ -15,8 +15,9 @@ from typing import Any, Union, get_args, get_origin
 from .config import PRESETS, BertConfig
 from .data import SPLITS, WIKITEXT_CONFIGS, corpus_stats, load_wikitext2, wikitext_paragraphs
 from .runs import RunError, checkpoints, load_model, load_run, read_metrics
+from .task_examples import TASK_NAMES, TASKS
 from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
-from .train_config import PretrainConfig
+from .train_config import FinetuneConfig, PretrainConfig
 
 DEFAULT_MAX_STEPS = 1000  # without --max-steps or --epochs: about 20 minutes of `mini` on a laptop CPU
 
@@ -154,12 +155,92 @@ def _length(cfg: PretrainConfig) -> str:
     return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
 
 
+def _pretraining_run(run: str, command: str) -> None:
+    "Refuse a fine-tuning run where a command needs the MLM and NSP heads."
+    try:
+        cfg = load_run(run)[1]
+    except RunError as err:
+        raise UsageError(str(err)) from err
+    if isinstance(cfg, FinetuneConfig):
+        raise UsageError(f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
+                         f"`python -m bertlib predict {run} TEXT`, or give a pre-training run")
+
+
+def finetune(args: argparse.Namespace) -> None:
+    "Fine-tune a pre-trained encoder on a task into a run folder; with --resume, continue a run."
+    from .finetune import finetune as finetune_run
+
+    out = Path(args.output_dir or f"runs/{args.task}")
+    given = given_options(args, FinetuneConfig)
+    if {"max_steps", "epochs"} & set(given):
+        given = {"max_steps": None, "epochs": None, **given}  # one length replaces the other
+    start = time.perf_counter()
+    try:
+        if args.resume:
+            saved = load_run(out)[1]
+            if not isinstance(saved, FinetuneConfig):
+                raise UsageError(f"{out} is a pre-training run; resume it with `python -m bertlib pretrain "
+                                 f"--output-dir {out} --resume`")
+            if args.source is not None or args.task != saved.task:
+                raise UsageError(f"--resume continues {out} ({saved.task} from {saved.source}); leave out --from and "
+                                 f"give its task, or start a new run")
+            cfg = FinetuneConfig.from_dict({**saved.to_dict(), **given})
+        else:
+            if not args.source:
+                raise UsageError("say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an "
+                                 "HF BERT folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4")
+            cfg = FinetuneConfig.from_dict({**given, "source": args.source})
+        records = finetune_run(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+    except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
+        raise UsageError(str(err)) from err
+    valid = [r for r in records if r.get("split") == "validation"]
+    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
+          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    if valid:
+        from .finetune import SELECTION_METRIC
+
+        metric = SELECTION_METRIC[cfg.task]
+        best = max(valid, key=lambda r: r[metric])
+        print(f"best validation {metric} {best[metric]:.4f} at step {best['step']} (kept in {out / 'best'}); "
+              f"last {valid[-1][metric]:.4f}")
+    print(f"try it: python -m bertlib predict {out} " + {"pair": '"TEXT" --pair "TEXT"',
+                                                         "span": '"PARAGRAPH" --question "QUESTION"'}.get(
+        TASKS[cfg.task].kind, '"TEXT"'))
+
+
+def predict(args: argparse.Namespace) -> None:
+    "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
+    from .finetune import predict as run_predict
+
+    try:
+        cfg = load_run(args.run)[1]
+        if not isinstance(cfg, FinetuneConfig):
+            raise UsageError(f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
+                             f"--from {args.run}), or use fill-mask")
+        model, tokenizer = load_model(args.run)
+        result = run_predict(model, tokenizer, cfg.task, args.text, pair=args.pair, question=args.question,
+                             max_seq_len=cfg.max_seq_len)
+    except (RunError, ValueError) as err:
+        raise UsageError(str(err)) from err
+    if args.json:
+        print(json.dumps(result))
+    elif "probabilities" in result:
+        print("  ".join(f"{name} {p:.3f}" for name, p in sorted(result["probabilities"].items(),
+                                                               key=lambda item: -item[1])))
+    elif "entities" in result:
+        print(" ".join(w if t == "O" else f"{w}/{t}" for w, t in zip(result["words"], result["tags"], strict=True)))
+        print("entities: " + (", ".join(f"{text} ({kind})" for kind, text in result["entities"]) or "none"))
+    else:
+        print(f"answer: {result['answer']!r} (characters {result['start']}-{result['end']})")
+
+
 def evaluate(args: argparse.Namespace) -> None:
     "Score a run's newest checkpoint on the statically masked validation or test split."
     from .evaluate import evaluate_run
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
+    _pretraining_run(args.run, "evaluate")
     try:
         scores = evaluate_run(args.run, args.split, device=args.device, batch_size=args.batch_size,
                               data_dir=args.data_dir, baseline=args.baseline)
@@ -181,6 +262,7 @@ def fill_mask(args: argparse.Namespace) -> None:
         args.text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
+    _pretraining_run(args.run, "fill-mask")
     try:
         model, tokenizer = load_model(args.run)
         guesses = guess(model, tokenizer, args.text, top_k=args.top_k)
@@ -271,6 +353,23 @@ def build_parser() -> argparse.ArgumentParser:
     model = p.add_argument_group("model (bertlib.config.BertConfig), over the preset's values")
     model.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
     add_config_options(model, BertConfig, exclude=("vocab_size", "pad_token_id"))
+
+    p = command("finetune", finetune, "fine-tune a pre-trained encoder on SST-2, RTE, CoNLL-2003 or SQuAD")
+    p.add_argument("task", choices=TASK_NAMES, help="the task")
+    p.add_argument("--from", dest="source", metavar="RUN_OR_CHECKPOINT",
+                   help="the encoder: a bertlib run folder, an HF BERT folder, or a hub id")
+    p.add_argument("--output-dir", help="the run folder (default: runs/TASK); must be new unless --resume")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
+    p.add_argument("--data-dir", default=None, help=data_dir_help)
+    add_config_options(p.add_argument_group("fine-tuning (bertlib.train_config.FinetuneConfig)"), FinetuneConfig,
+                       exclude=("task", "source", "time_budget"))
+
+    p = command("predict", predict, "ask a fine-tuned run about a text")
+    p.add_argument("run", help="the fine-tuning run folder")
+    p.add_argument("text", help="the text (for SQuAD: the paragraph)")
+    p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
+    p.add_argument("--question", help="the question, for question answering")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = command("evaluate", evaluate, "score a run on the validation or test split")
     p.add_argument("run", help="the run folder")

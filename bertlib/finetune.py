@@ -36,6 +36,7 @@ from .runs import (
     load_training_state,
     resumed_config,
     save_checkpoint,
+    write_run_config,
 )
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
@@ -156,6 +157,8 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
                            f"continue it, or choose another output folder")
         model_config, weights, tokenizer = load_source(cfg.source)
         check_vocabulary(tokenizer, model_config, cfg.source)
+    if cfg.time_budget is not None or cfg.epochs is None and cfg.max_steps is None:
+        raise ValueError("fine-tuning runs for a number of epochs or steps (time budgets are for pre-training)")
     task = TASKS[cfg.task]
     max_seq_len = cfg.max_seq_len or (384 if task.kind == "span" else 128)
     if max_seq_len > model_config.max_position_embeddings:
@@ -169,7 +172,9 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
     per_epoch = math.ceil(len(train_features) / cfg.batch_size)
     cfg = replace(cfg, max_seq_len=max_seq_len, eval_every=cfg.eval_every or per_epoch,
                   save_every=cfg.save_every or per_epoch)
-    if not resume:
+    if resume:
+        write_run_config(run_dir, model_config, cfg)  # a longer run, or another device, is recorded
+    else:
         create_run(run_dir, model_config, cfg, tokenizer)
 
     torch.manual_seed(cfg.seed)

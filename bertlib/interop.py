@@ -170,7 +170,8 @@ def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, pat
     The directory holds the model as its HF class (safetensors and config.json, with a head's label names)
     and the fast tokenizer, so `from_pretrained(path)` and the matching pipeline work: "fill-mask" for a
     pre-trained model (`AutoModelForMaskedLM` drops the NSP head), "text-classification",
-    "token-classification" or "question-answering" for a fine-tuned one. Files are written to a
+    "token-classification" for a fine-tuned one (transformers 5 has no "question-answering" pipeline: load a
+    reader with `AutoModelForQuestionAnswering`). Files are written to a
     temporary directory first and moved in one by one, so no file is ever left half-written."""
     pad = tokenizer.token_to_id(SPECIAL_TOKENS["pad_token"])
     if pad is not None and pad != model.config.pad_token_id:

@@ -38,7 +38,7 @@ PLANS = {
     "rte": dict(seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
     "sst2": dict(seeds=(0, 1, 2), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=8000)),
     "conll2003": dict(seeds=(0,), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
-    "squad": dict(seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=3000,
+    "squad": dict(seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=2000,
                                             max_seq_len=256)),
 }
 # Turc et al. 2019 ("Well-Read Students Learn Better"), BERT-Mini (4 layers, hidden 256), GLUE test set

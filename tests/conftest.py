@@ -8,13 +8,16 @@
   `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
 """
 import os
+from pathlib import Path
 
 import pytest
 
 from bertlib.corpus import wikitext_corpus
 from bertlib.data import load_wikitext2
+from bertlib.helpers import resolve_data_dir
 from bertlib.tokenizer import save_tokenizer, train_wikitext_tokenizer
 
+ROOT = Path(__file__).resolve().parents[1]
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
@@ -65,3 +68,12 @@ def tokenizer_file(fast_tokenizer, tmp_path_factory):
 def corpus(fast_tokenizer):
     "All of WikiText-2 train (2.4M tokens) encoded with `fast_tokenizer`, once for the session."
     return wikitext_corpus("train", fast_tokenizer)
+
+
+@pytest.fixture(scope="session")
+def task_data():
+    "The local data folder with the task files: $BERTLIB_DATA_DIR, else ../shared/data beside the repository."
+    root = resolve_data_dir() or ROOT.parent / "shared" / "data"
+    if not (root / "glue" / "SST-2" / "train.tsv").is_file():
+        missing_tool(f"no task data in {root}: set BERTLIB_DATA_DIR to the folder with glue/, conll2003/, squad/")
+    return root

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import missing_tool
 
-from bertlib.helpers import resolve_data_dir
 from bertlib.tasks import (
     CONLL_TAGS,
     QUICK_SIZES,
@@ -35,15 +33,6 @@ from bertlib.tasks import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def task_data():
-    "The local data folder with the task files: $BERTLIB_DATA_DIR, else ../shared/data beside the repository."
-    root = resolve_data_dir() or ROOT.parent / "shared" / "data"
-    if not (root / "glue" / "SST-2" / "train.tsv").is_file():
-        missing_tool(f"no task data in {root}: set BERTLIB_DATA_DIR to the folder with glue/, conll2003/, squad/")
-    return root
 
 
 # ------------------------------------------------------------------------------------- the real files offline
