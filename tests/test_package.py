@@ -15,10 +15,10 @@ FLOORS = [
     ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
     ["model", "heads", "interop"],
-    ["pretraining_data"],
+    ["pretraining_data", "finetune_data"],
     ["train_config", "runs", "evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
-    ["pretrain"],
+    ["pretrain", "finetune"],
     ["cli", "__main__"],
 ]
 
