@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,22 @@ class TaskObjective:
         return (model(batch["input_ids"], **inputs).loss,)
 
 
+def _is_bertlib_run(path: Path) -> bool:
+    "A folder with bertlib's `config.json` (a damaged one counts: loading it says what is wrong)."
+    try:
+        return "format" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError, TypeError):
+        return (path / "checkpoints").is_dir()
+
+
 def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.Tensor], Tokenizer]:
     """The encoder to fine-tune: its `BertConfig`, its weights (state-dict keys `bert.*` among others) and its
     tokenizer, from a bertlib run folder (pre-trained or fine-tuned) or an HF BERT checkpoint (folder or hub id)."""
     path = Path(source)
-    if (path / "config.json").is_file() and "format" in json.loads((path / "config.json").read_text(encoding="utf-8")):
-        model, tokenizer = load_model(path)  # a bertlib run
+    if _is_bertlib_run(path):
+        model, tokenizer = load_model(path)
         return model.config, model.state_dict(), tokenizer
     try:
         return load_hf_encoder(source)
@@ -199,8 +210,8 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
 
     if new_weights is not None and on_log is not None:
         on_log({"step": 0, "event": f"new weights, not in {cfg.source}: {', '.join(new_weights)}"})
-    evaluate = lambda m: evaluate_task(m, cfg.task, eval_features, eval_examples,  # noqa: E731
-                                       max_answer_len=cfg.max_answer_len)
+    evaluate = partial(evaluate_task, task=cfg.task, features=eval_features, examples=eval_examples,
+                       max_answer_len=cfg.max_answer_len)
     return fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
                evaluate=evaluate, run_dir=run_dir, resume=resume, on_log=log, show_progress=show_progress)
 
@@ -214,9 +225,10 @@ def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pai
     names = TASKS[task].label_names
     length = max_seq_len or min(model.config.max_position_embeddings, 384 if kind == "span" else 128)
     if kind in ("sequence", "pair"):
-        if (kind == "pair") != (pair is not None):
-            raise ValueError(f"{task} classifies {'a pair of texts: give the second' if kind == 'pair' else 'one text'}"
-                             f"{' (--pair)' if kind == 'pair' else ', without --pair'}")
+        if kind == "pair" and pair is None:
+            raise ValueError(f"{task} classifies a pair of texts: give the second one too (--pair)")
+        if kind == "sequence" and pair is not None:
+            raise ValueError(f"{task} classifies one text; leave out the second (--pair)")
         example = ClassificationExample(text, 0, names, pair)
         features = encode_task(task, [example], tokenizer, length)
         probs = item_outputs(model, features)[0].softmax(-1).tolist()
