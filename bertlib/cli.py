@@ -292,7 +292,9 @@ def export_hf(args: argparse.Namespace) -> None:
         save_pretrained_hf(model, tokenizer, out)
     except (RunError, ValueError) as err:
         raise UsageError(str(err)) from err
-    print(f"saved {out}; load it with transformers.AutoModelForMaskedLM.from_pretrained({str(out)!r})")
+    auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
+                                                                 type(model).__name__.replace("Bert", "AutoModel"))
+    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r})")
 
 
 def info(args: argparse.Namespace) -> None:

@@ -257,6 +257,13 @@ def test_finetune_and_predict_commands(tmp_path, hf_source, task_data, capsys, m
     assert main(["predict", str(out), "a fine film", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert set(result["probabilities"]) == {"negative", "positive"}
+    # the best checkpoint exports as HF's classifier, which says the same through a pipeline
+    assert main(["export-hf", str(out), str(tmp_path / "hf")]) == 0
+    assert "AutoModelForSequenceClassification" in capsys.readouterr().out
+    pipe = transformers.pipeline("text-classification", model=str(tmp_path / "hf"), tokenizer=str(tmp_path / "hf"))
+    theirs = {r["label"]: r["score"] for r in pipe("a fine film", top_k=None)}
+    assert theirs == pytest.approx(result["probabilities"], abs=1e-5)
+    capsys.readouterr()  # transformers' loading bars
     for argv, message in (
         (["finetune", "sst2", "--output-dir", str(tmp_path / "x")], "--from"),
         (["finetune", "sst2", "--from", str(hf_source), "--output-dir", str(out)], "not an empty folder"),
