@@ -3,8 +3,6 @@
 Modules:
 
 - `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
-- `bertlib.cli`: The `bertlib` command line: `python -m bertlib <command> --help` explains each command.
-- `bertlib.config`: `BertConfig`: every size and option of a bertlib BERT, with presets, validation and JSON save/load.
 - `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
 - `bertlib.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.trainer.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
 - `bertlib.finetune_data`: Fine-tuning features: task examples turned into what a head reads and back. A sentence or a pair becomes `[CLS] a [SEP] b [SEP]` with its class; a tagged sentence gets its word's tag on the first piece of each word and -100 on the others; a SQuAD question and a long paragraph become overlapping windows, each with the answer's first and last token (or `[CLS]` when the window does not hold the whole answer). `best_spans` goes the other way: it searches every window of a question for the best span and maps it back to characters.

@@ -3,7 +3,7 @@
 Written by hand (nbdev cannot export one notebook to two new modules); notebook 02 presents it.
 """
 
-__all__ = ["ACTIVATIONS", "NORM_STYLES", "PRESETS", "BertConfig"]
+__all__ = ["ACTIVATIONS", "NORM_STYLES", "POSITION_EMBEDDING_TYPES", "PRESETS", "BertConfig"]
 
 import dataclasses
 import json
@@ -25,6 +25,7 @@ ACTIVATIONS: dict[str, type[nn.Module] | partial] = {
     "silu": nn.SiLU,
 }
 NORM_STYLES = ("post", "pre")
+POSITION_EMBEDDING_TYPES = ("absolute", "rope")
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
     "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
@@ -42,7 +43,9 @@ class BertConfig:
 
     The defaults are the `mini` preset with our 8,192-token vocabulary. `norm_style` is ours: "post"
     (LayerNorm after each residual sum, as in the paper) or "pre" (before each sub-layer, plus a final
-    LayerNorm)."""
+    LayerNorm). `position_embedding_type="rope"` replaces the learned position table by rotary position
+    embeddings (RoFormer, Su et al. 2021): queries and keys of every layer are rotated by an angle that grows
+    with the position, at `rope_theta`'s base."""
 
     vocab_size: int = field(default=8192, metadata={"help": "tokens in the vocabulary"})
     hidden_size: int = field(default=256, metadata={"help": "width of every token's vector"})
@@ -61,6 +64,10 @@ class BertConfig:
     norm_style: str = field(default="post", metadata={"help": "'post' (LayerNorm after each residual sum, as in "
                                                               "the paper) or 'pre' (before each sub-layer)",
                                                       "choices": NORM_STYLES})
+    position_embedding_type: str = field(default="absolute", metadata={
+        "help": "'absolute' (a learned table, as BERT) or 'rope' (rotary embeddings in every attention layer)",
+        "choices": POSITION_EMBEDDING_TYPES})
+    rope_theta: float = field(default=10000.0, metadata={"help": "base of the rotary angles (rope only)"})
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_INTS:
@@ -74,7 +81,7 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be in [0, 1)")
-        for name in ("initializer_range", "layer_norm_eps"):
+        for name in ("initializer_range", "layer_norm_eps", "rope_theta"):
             value = getattr(self, name)
             if not value > 0:
                 raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be a positive number")
@@ -83,6 +90,10 @@ class BertConfig:
                              f"[0, vocab_size={self.vocab_size})")
         check_choice("BertConfig.hidden_act", self.hidden_act, tuple(ACTIVATIONS))
         check_choice("BertConfig.norm_style", self.norm_style, NORM_STYLES)
+        check_choice("BertConfig.position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
+        if self.position_embedding_type == "rope" and self.head_size % 2:
+            raise ValueError(f"rotary embeddings turn pairs of numbers, so the head size (hidden_size / "
+                             f"num_attention_heads = {self.head_size}) must be even")
 
     @property
     def head_size(self) -> int:

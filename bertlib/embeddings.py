@@ -45,13 +45,15 @@ def check_input_ids(config: BertConfig, input_ids: torch.Tensor, token_type_ids:
 
 
 class BertEmbeddings(nn.Module):
-    "Token + learned position + segment embeddings, summed, then LayerNorm and dropout."
+    """Token + learned position + segment embeddings, summed, then LayerNorm and dropout. With rotary position
+    embeddings (`position_embedding_type="rope"`) there is no position table: attention adds the positions."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
         self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
+                                    if config.position_embedding_type == "absolute" else None)
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -62,7 +64,7 @@ class BertEmbeddings(nn.Module):
         check_input_ids(self.config, input_ids, token_type_ids)
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        summed = (self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
-                  + self.position_embeddings(positions))
+        summed = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        if self.position_embeddings is not None:
+            summed = summed + self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
         return self.dropout(self.layer_norm(summed))

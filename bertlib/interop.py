@@ -22,7 +22,7 @@ from .heads import BertForQuestionAnswering, BertForSequenceClassification, Bert
 from .model import BertForPreTraining
 from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
-__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "hf_name", "hf_names", "to_hf_config", "from_hf_config",
+__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "ROFORMER_CLASSES", "hf_name", "hf_names", "to_hf_config", "from_hf_config",
            "to_transformers", "from_transformers", "to_hf_tokenizer", "save_pretrained_hf", "load_hf_encoder"]
 
 BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
@@ -32,7 +32,15 @@ HF_CLASSES = {BertForPreTraining: transformers.BertForPreTraining,
               BertForSequenceClassification: transformers.BertForSequenceClassification,
               BertForTokenClassification: transformers.BertForTokenClassification,
               BertForQuestionAnswering: transformers.BertForQuestionAnswering}
+# ... and with rotary positions: HF RoFormer is BERT with rotary attention and no position table, under
+# `roformer.*`. It has no NSP head (a pre-training model exports as a masked LM) and its sequence classifier
+# is not BERT's pooler, so a RoPE sequence classifier does not export.
+ROFORMER_CLASSES = {BertForPreTraining: transformers.RoFormerForMaskedLM,
+                    BertForTokenClassification: transformers.RoFormerForTokenClassification,
+                    BertForQuestionAnswering: transformers.RoFormerForQuestionAnswering}
+_ROFORMER_SINUSOIDS = "roformer.encoder.embed_positions.weight"  # RoFormer's fixed angle table, made at init
 
+_OURS_ONLY = ("norm_style", "rope_theta")  # BertConfig fields that HF's BertConfig lacks
 SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
 _HF_MODULE_NAMES = {
@@ -62,17 +70,29 @@ def hf_names(model: BertLibModel) -> dict[str, str]:
     return {key: hf_name(key) for key in model.state_dict()}
 
 
+def _labels(label_names: Sequence[str] | None) -> dict[str, dict]:
+    if label_names is None:
+        return {}
+    return {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}
+
+
 def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
-                 label_names: Sequence[str] | None = None) -> transformers.BertConfig:
-    """The `transformers.BertConfig` of the same model (for the HF class `architecture`, and a head's label
-    names as `id2label`); raises ValueError for options HF BERT lacks."""
+                 label_names: Sequence[str] | None = None) -> transformers.PretrainedConfig:
+    """The `transformers` config of the same model (for the HF class `architecture`, and a head's label names
+    as `id2label`): a `BertConfig`, or for rotary positions a `RoFormerConfig`; raises ValueError for options
+    HF lacks."""
     if config.norm_style != "post":
         raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported: HF transformers' BERT "
                          f"supports only norm_style='post' (LayerNorm after each residual sum)")
-    fields = {k: v for k, v in config.to_dict().items() if k != "norm_style"}
-    labels = {} if label_names is None else {"id2label": dict(enumerate(label_names)),
-                                              "label2id": {name: i for i, name in enumerate(label_names)}}
-    return transformers.BertConfig(**fields, **labels, architectures=[architecture])
+    fields = {k: v for k, v in config.to_dict().items() if k not in _OURS_ONLY}
+    if config.position_embedding_type == "absolute":
+        return transformers.BertConfig(**fields, **_labels(label_names), architectures=[architecture])
+    if config.rope_theta != 10000.0:
+        raise ValueError(f"BertConfig.rope_theta={config.rope_theta:g} cannot be exported: HF RoFormer's rotary "
+                         f"angles use the base 10000")
+    del fields["position_embedding_type"]
+    return transformers.RoFormerConfig(**fields, embedding_size=config.hidden_size, rotary_value=False,
+                                       **_labels(label_names), architectures=[architecture])
 
 
 def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
@@ -85,7 +105,7 @@ def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
         value = getattr(hf_config, name, expected)
         if value != expected:
             raise ValueError(f"{name}={value!r} is not supported by bertlib; only {name}={expected!r} converts")
-    names = [f.name for f in dataclasses.fields(BertConfig) if f.name != "norm_style"]
+    names = [f.name for f in dataclasses.fields(BertConfig) if f.name not in _OURS_ONLY]
     return BertConfig(**{name: getattr(hf_config, name) for name in names})
 
 
@@ -106,19 +126,29 @@ def _our_class(model: torch.nn.Module) -> type:
 
 def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     """The HF model of the same class (`HF_CLASSES`: `transformers.BertForPreTraining`, `...ForSequence-
-    Classification`, ...) holding copies of `model`'s weights (same device, dtype and mode) and its label names."""
+    Classification`, ...; with rotary positions `ROFORMER_CLASSES`) holding copies of `model`'s weights (same
+    device, dtype and mode) and its label names."""
     ours = _our_class(model)
     if getattr(model, "pooling", "cls") != "cls":
         raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
                          f"the pooled [CLS] vector only (pooling='cls')")
-    hf_class = HF_CLASSES[ours]
+    rope = model.config.position_embedding_type == "rope"
+    if rope and ours not in ROFORMER_CLASSES:
+        raise ValueError(f"a {ours.__name__} with rotary positions cannot be exported: HF RoFormer's sequence "
+                         f"classifier has its own head instead of BERT's pooled [CLS]")
+    hf_class = (ROFORMER_CLASSES if rope else HF_CLASSES)[ours]
     labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
     hf_model = hf_class(to_hf_config(model.config, hf_class.__name__, labels))
     state = model.state_dict()
-    hf_state = {hf_name(key): value for key, value in state.items()}
+    prefix = "roformer." if rope else "bert."
+    hf_state = {hf_name(key).replace("bert.", prefix, 1): value for key, value in state.items()
+                if not (rope and key.startswith(("bert.pooler.", "nsp_head.")))}  # RoFormer has neither
     if ours is BertForPreTraining:
         hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
-    hf_model.load_state_dict(hf_state)
+    missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
+    if unexpected or set(missing) - {_ROFORMER_SINUSOIDS}:
+        raise RuntimeError(f"the weights do not map onto {hf_class.__name__}: missing {missing}, unexpected "
+                           f"{unexpected}")
     return _match(hf_model, model)
 
 
