@@ -4,7 +4,7 @@ ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["MaskedLMAndNSP", "train", "course_configs", "pretrain"]
+__all__ = ["MaskedLMAndNSP", "MaskedLM", "train", "course_configs", "pretrain"]
 
 import math
 import os
@@ -22,8 +22,10 @@ from torch import nn
 from .config import BertConfig
 from .corpus import wikitext_corpus
 from .evaluate import validation_metrics
+from .finetune_data import TaskCollator
 from .helpers import IGNORE_INDEX, resolve_device
 from .model import BertForPreTraining
+from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
 from .runs import RunError, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
@@ -52,17 +54,36 @@ class MaskedLMAndNSP:
         return out.mlm_loss, out.nsp_loss
 
 
-def train(model: BertForPreTraining, dataset: PretrainingDataset, cfg: TrainConfig, *,
+class MaskedLM:
+    "RoBERTa's objective: the MLM loss alone, so the NSP head (and the pooler under it) is never trained."
+
+    parts = ("mlm_loss",)
+
+    def __init__(self, pad_token_id: int = PAD_ID):
+        self.collate = TaskCollator(pad_token_id)
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
+        return (int((batch["labels"] != IGNORE_INDEX).sum()),)
+
+    def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor]:
+        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
+                    labels=batch["labels"])
+        return (out.mlm_loss,)
+
+
+def train(model: BertForPreTraining, dataset: PretrainingDataset | PackedDataset, cfg: TrainConfig, *,
           valid_loader: torch.utils.data.DataLoader | None = None, run_dir: str | os.PathLike | None = None,
           resume: bool = False, on_log: Callable[[dict], None] | None = None, show_progress: bool = True) -> list[dict]:
-    """Pre-train `model` on `dataset` with MLM + NSP as `cfg` says and return the metric records.
+    """Pre-train `model` on `dataset` as `cfg` says and return the metric records: with MLM + NSP on sentence
+    pairs (`PretrainingDataset`), with MLM alone on packed sequences (`PackedDataset`).
 
     With `valid_loader`, `validation_metrics` scores the model every `cfg.eval_every` steps. With `run_dir`,
     metrics, checkpoints and the loss curve are written there, and `resume=True` continues from its newest
     checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
     evaluate = None if valid_loader is None else partial(validation_metrics, loader=valid_loader,
                                                          max_batches=cfg.eval_batches)
-    return fit(model, dataset, MaskedLMAndNSP(dataset.pad_id), cfg, evaluate=evaluate, run_dir=run_dir,
+    objective = MaskedLM if isinstance(dataset, PackedDataset) else MaskedLMAndNSP
+    return fit(model, dataset, objective(dataset.pad_id), cfg, evaluate=evaluate, run_dir=run_dir,
                resume=resume, on_log=on_log, show_progress=show_progress)
 
 
@@ -99,7 +120,7 @@ def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path)
         raise ValueError(f"{run_dir} is a file, not a folder; choose another output folder")
 
 
-def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: PretrainingDataset,
+def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: PretrainingDataset | PackedDataset,
                      valid_loader: torch.utils.data.DataLoader, seconds_left: float) -> tuple[int, dict]:
     """How many steps of `cfg` fit in `seconds_left`, validations included, timed on a throwaway copy of the
     model (`CALIBRATION_STEPS` steps and one validation); the timing run's own time is taken off first.
@@ -157,8 +178,12 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
                                                      data_dir=data_dir)
             check_vocabulary(tokenizer, model_config, "the tokenizer given")
         corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
-        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
-                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+        if cfg.objective == "mlm":
+            dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
+                                    mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+        else:
+            dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                         mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
         valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
                                          data_config=cfg.data_config, data_dir=data_dir)
         calibration = None

@@ -6,7 +6,8 @@ command-line help, so a new option is one edit here.
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "INITS", "parse_duration", "TrainConfig", "PretrainConfig", "FinetuneConfig"]
+__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "parse_duration", "TrainConfig", "PretrainConfig",
+           "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -23,6 +24,7 @@ from .task_examples import TASK_NAMES
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
+OBJECTIVES = ("mlm_nsp", "mlm")
 
 
 def _option(default: Any, help: str, **metadata: Any) -> Any:
@@ -120,11 +122,14 @@ class PretrainConfig(TrainConfig):
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.15, "share of the tokens that MLM predicts")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
+    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP) or 'mlm' (RoBERTa: full-length "
+                                        "packed sequences, MLM only)", choices=OBJECTIVES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("PretrainConfig.data_config", self.data_config, WIKITEXT_CONFIGS)
         check_choice("PretrainConfig.pairing", self.pairing, get_args(Pairing))
+        check_choice("PretrainConfig.objective", self.objective, OBJECTIVES)
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"PretrainConfig.mlm_probability={self.mlm_probability} is not valid; it must be in "
                              f"(0, 1)")

@@ -15,7 +15,7 @@ FLOORS = [
     ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
     ["model", "heads", "interop"],
-    ["pretraining_data", "finetune_data"],
+    ["pretraining_data", "finetune_data", "packed_data"],
     ["train_config", "runs", "evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
     ["pretrain", "finetune"],
