@@ -35,7 +35,7 @@ def build_inputs(tokens_a: Sequence[int], tokens_b: Sequence[int], *, cls_id: in
     return input_ids, token_type_ids, special
 
 # %% ../notebooks/06_pretraining_data.ipynb #c011
-Pairing = Literal["segments", "sentences"]
+Pairing = Literal["segments", "sentences", "sop"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,11 +48,12 @@ class NSPExample:
     doc_b: int
     span_a: tuple[int, int]
     span_b: tuple[int, int]
+    swapped: bool = False  # sentence-order prediction (ALBERT): B came before A in the document
 
     @property
     def next_sentence_label(self) -> int:
-        "0 when B follows A, 1 when B is random (HuggingFace's convention)."
-        return int(self.is_random_next)
+        "0 when B follows A; 1 when B is random (NSP, HuggingFace's convention) or came before A (SOP)."
+        return int(self.is_random_next or self.swapped)
 
     @property
     def seq_len(self) -> int:
@@ -126,9 +127,10 @@ def _make_example(streams: _Streams, doc_a: int, span_a: tuple[int, int], doc_b:
                       doc_a, doc_b, (a0, a1), (b0, b1))
 
 
-def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float) -> list[NSPExample]:
+def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float,
+                   sop: bool = False) -> list[NSPExample]:
     max_tokens = max_seq_len - 3
-    can_draw_random = len(streams.nonempty) > 1
+    can_draw_random = len(streams.nonempty) > 1 and not sop  # SOP keeps both segments in one document
     examples = []
     for d in streams.nonempty:
         bounds = streams.bounds[d]
@@ -149,14 +151,18 @@ def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, shor
                 lo, hi, cut = bounds[start], bounds[end], end
                 if not is_random and hi - lo < 2:
                     if not can_draw_random:
-                        break  # a one-token sentence alone in the corpus: no pair can be made
+                        break  # a one-token sentence with nothing to pair it with in its document
                     is_random = True
                 split = hi if is_random else rng.randint(lo + 1, hi - 1)
                 span_a, span_b = (lo, split), (split, hi)
             doc_b = d
             if is_random:
                 doc_b, span_b = _random_segment(streams, d, target - (span_a[1] - span_a[0]), rng)
-            examples.append(_make_example(streams, d, span_a, doc_b, span_b, max_tokens, rng))
+            example = _make_example(streams, d, span_a, doc_b, span_b, max_tokens, rng)
+            if sop and rng.random() < 0.5:  # the negative of SOP: the same two segments, in the wrong order
+                example = NSPExample(example.tokens_b, example.tokens_a, False, d, d, example.span_b, example.span_a,
+                                     swapped=True)
+            examples.append(example)
             start = cut if is_random else end  # sentences B did not use go back for the next chunk
     return examples
 
@@ -179,11 +185,11 @@ def _sentence_pairs(streams: _Streams, max_seq_len: int, rng: random.Random) -> 
 def _pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float,
            pairing: Pairing) -> list[NSPExample]:
     _check_pair_args(max_seq_len, short_seq_prob)
-    if pairing == "segments":
-        return _segment_pairs(streams, max_seq_len, rng, short_seq_prob)
+    if pairing in ("segments", "sop"):
+        return _segment_pairs(streams, max_seq_len, rng, short_seq_prob, sop=pairing == "sop")
     if pairing == "sentences":
         return _sentence_pairs(streams, max_seq_len, rng)
-    raise ValueError(f"pairing={pairing!r} is not valid; choose 'segments' or 'sentences'")
+    raise ValueError(f"pairing={pairing!r} is not valid; choose 'segments', 'sentences' or 'sop'")
 
 
 def create_nsp_examples(documents: Sequence[Sequence[Sequence[int]]] | TokenizedCorpus, max_seq_len: int,
@@ -193,7 +199,9 @@ def create_nsp_examples(documents: Sequence[Sequence[Sequence[int]]] | Tokenized
 
     `pairing="segments"` packs consecutive sentences up to `max_seq_len - 3` tokens as BERT's data
     generator does; `"sentences"` pairs single sentences. Half of the pairs (drawn with `rng`) get a B
-    from another document. Every pair fits `max_seq_len` with its three special tokens."""
+    from another document. `"sop"` (ALBERT's sentence-order prediction) makes segments as `"segments"` but
+    always from one document, and swaps A and B in half of the pairs. Every pair fits `max_seq_len` with its
+    three special tokens."""
     return _pairs(_streams(documents), max_seq_len, rng, short_seq_prob, pairing)
 
 # %% ../notebooks/06_pretraining_data.ipynb #c019

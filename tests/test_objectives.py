@@ -1,6 +1,8 @@
-"""RoBERTa's objective (issue 16): packed full-length sequences with dynamic masks (bertlib.packed_data) and the
-MLM-only loss, through the same `pretrain` run folders as BERT's objective."""
+"""The objectives after BERT's (issue 16): RoBERTa's packed full-length sequences with dynamic masks
+(bertlib.packed_data) and the MLM-only loss, through the same `pretrain` run folders as BERT's objective; and
+ALBERT's sentence-order prediction pairs."""
 import json
+import random
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ from bertlib.helpers import IGNORE_INDEX
 from bertlib.model import BertForPreTraining
 from bertlib.packed_data import PackedDataset
 from bertlib.pretrain import MaskedLM, pretrain, train
+from bertlib.pretraining_data import create_nsp_examples
 from bertlib.runs import load_run
 from bertlib.tokenizer import add_bert_post_processor
 from bertlib.train_config import PretrainConfig
@@ -83,3 +86,17 @@ def test_pretrain_with_the_mlm_objective_makes_a_run(tmp_path, fast_tokenizer):
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["position_embedding_type"] == "rope"
     with pytest.raises(ValueError, match="objective"):
         PretrainConfig(max_steps=1, objective="electra")
+
+
+def test_sop_pairs_come_from_one_document_and_half_are_swapped(corpus):
+    documents = [corpus.document(i) for i in range(200)]
+    examples = create_nsp_examples(documents, 128, random.Random(0), pairing="sop")
+    assert all(e.doc_a == e.doc_b for e in examples)  # never a random B: order, not topic, tells them apart
+    for e in examples:
+        in_order = e.span_a[1] <= e.span_b[0]
+        assert e.next_sentence_label == (0 if in_order else 1) and e.swapped == (not in_order)
+        assert e.seq_len <= 128
+    swapped = sum(e.swapped for e in examples) / len(examples)
+    assert 0.45 < swapped < 0.55, swapped
+    with pytest.raises(ValueError, match="'sop'"):
+        create_nsp_examples(documents, 128, random.Random(0), pairing="order")
