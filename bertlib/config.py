@@ -45,7 +45,9 @@ class BertConfig:
     (LayerNorm after each residual sum, as in the paper) or "pre" (before each sub-layer, plus a final
     LayerNorm). `position_embedding_type="rope"` replaces the learned position table by rotary position
     embeddings (RoFormer, Su et al. 2021): queries and keys of every layer are rotated by an angle that grows
-    with the position, at `rope_theta`'s base."""
+    with the position, at `rope_theta`'s base. ALBERT's two savings: `embedding_size` smaller than
+    `hidden_size` (embeddings and the MLM head work at that width, a projection joins it to the encoder) and
+    `share_layers` (one layer's weights applied `num_hidden_layers` times)."""
 
     vocab_size: int = field(default=8192, metadata={"help": "tokens in the vocabulary"})
     hidden_size: int = field(default=256, metadata={"help": "width of every token's vector"})
@@ -68,6 +70,11 @@ class BertConfig:
         "help": "'absolute' (a learned table, as BERT) or 'rope' (rotary embeddings in every attention layer)",
         "choices": POSITION_EMBEDDING_TYPES})
     rope_theta: float = field(default=10000.0, metadata={"help": "base of the rotary angles (rope only)"})
+    embedding_size: int | None = field(default=None, metadata={
+        "help": "width of the token embeddings, projected to hidden_size (ALBERT's factorisation; default: "
+                "hidden_size, no projection)"})
+    share_layers: bool = field(default=False, metadata={"help": "one encoder layer's weights serve every layer "
+                                                                "(ALBERT's cross-layer sharing)"})
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_INTS:
@@ -81,6 +88,10 @@ class BertConfig:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0:
                 raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be in [0, 1)")
+        if self.embedding_size is not None and (isinstance(self.embedding_size, bool)
+                                                or not isinstance(self.embedding_size, int) or self.embedding_size < 1):
+            raise ValueError(f"BertConfig.embedding_size={self.embedding_size!r} is not valid; it must be a positive "
+                             f"integer (or None for hidden_size)")
         for name in ("initializer_range", "layer_norm_eps", "rope_theta"):
             value = getattr(self, name)
             if not value > 0:
@@ -94,6 +105,11 @@ class BertConfig:
         if self.position_embedding_type == "rope" and self.head_size % 2:
             raise ValueError(f"rotary embeddings turn pairs of numbers, so the head size (hidden_size / "
                              f"num_attention_heads = {self.head_size}) must be even")
+
+    @property
+    def embedding_width(self) -> int:
+        "Width of the token embeddings: `embedding_size`, or `hidden_size` when it is not set."
+        return self.embedding_size or self.hidden_size
 
     @property
     def head_size(self) -> int:

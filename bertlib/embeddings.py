@@ -46,17 +46,20 @@ def check_input_ids(config: BertConfig, input_ids: torch.Tensor, token_type_ids:
 
 class BertEmbeddings(nn.Module):
     """Token + learned position + segment embeddings, summed, then LayerNorm and dropout. With rotary position
-    embeddings (`position_embedding_type="rope"`) there is no position table: attention adds the positions."""
+    embeddings (`position_embedding_type="rope"`) there is no position table: attention adds the positions.
+    With ALBERT's `embedding_size` < `hidden_size` the embeddings are that narrow and a projection widens them."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
         self.config = config
-        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
-        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        width = config.embedding_width
+        self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
+        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, width)
                                     if config.position_embedding_type == "absolute" else None)
-        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
+        self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.projection = nn.Linear(width, config.hidden_size) if width != config.hidden_size else None
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
         """Embed `input_ids` [batch, seq_len] (segments from `token_type_ids`, default all 0) into
@@ -67,4 +70,5 @@ class BertEmbeddings(nn.Module):
         summed = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
         if self.position_embeddings is not None:
             summed = summed + self.position_embeddings(torch.arange(input_ids.shape[1], device=input_ids.device))
-        return self.dropout(self.layer_norm(summed))
+        embedded = self.dropout(self.layer_norm(summed))
+        return embedded if self.projection is None else self.projection(embedded)

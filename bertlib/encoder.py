@@ -78,11 +78,13 @@ class EncoderOutput:
 
 
 class BertEncoder(nn.Module):
-    "A stack of `num_hidden_layers` encoder layers (plus a final LayerNorm with `norm_style='pre'`)."
+    """A stack of `num_hidden_layers` encoder layers (plus a final LayerNorm with `norm_style='pre'`); with
+    `share_layers` (ALBERT) one layer's weights serve every depth."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.depth = config.num_hidden_layers
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(1 if config.share_layers else self.depth))
         self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
                            if config.norm_style == "pre" else None)
 
@@ -93,9 +95,10 @@ class BertEncoder(nn.Module):
         With `output_positions` [batch, k] the last layer computes only those positions, so `last_hidden_state`
         (and the last entries of `hidden_states` and `attentions`) cover only them."""
         states, attentions = [], []
-        for i, layer in enumerate(self.layers):
+        for i in range(self.depth):
+            layer = self.layers[i % len(self.layers)]  # the one shared layer, or the i-th
             states.append(x)
-            last = i == len(self.layers) - 1
+            last = i == self.depth - 1
             x, probs = layer(x, attention_mask, output_attentions, output_positions if last else None)
             attentions.append(probs)
         if self.final_norm is not None:

@@ -22,8 +22,9 @@ from .heads import BertForQuestionAnswering, BertForSequenceClassification, Bert
 from .model import BertForPreTraining
 from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
-__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "ROFORMER_CLASSES", "hf_name", "hf_names", "to_hf_config", "from_hf_config",
-           "to_transformers", "from_transformers", "to_hf_tokenizer", "save_pretrained_hf", "load_hf_encoder"]
+__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "ROFORMER_CLASSES", "ALBERT_CLASSES", "hf_name", "hf_names", "albert_name",
+           "to_hf_config", "from_hf_config", "to_transformers", "from_transformers", "to_hf_tokenizer",
+           "save_pretrained_hf", "load_hf_encoder"]
 
 BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
                 | BertForQuestionAnswering)
@@ -39,8 +40,39 @@ ROFORMER_CLASSES = {BertForPreTraining: transformers.RoFormerForMaskedLM,
                     BertForTokenClassification: transformers.RoFormerForTokenClassification,
                     BertForQuestionAnswering: transformers.RoFormerForQuestionAnswering}
 _ROFORMER_SINUSOIDS = "roformer.encoder.embed_positions.weight"  # RoFormer's fixed angle table, made at init
+# ... and with ALBERT's factorised embeddings or shared layers: HF ALBERT (its SOP head is our NSP head)
+ALBERT_CLASSES = {BertForPreTraining: transformers.AlbertForPreTraining,
+                  BertForSequenceClassification: transformers.AlbertForSequenceClassification,
+                  BertForTokenClassification: transformers.AlbertForTokenClassification,
+                  BertForQuestionAnswering: transformers.AlbertForQuestionAnswering}
+_ALBERT_LAYER_NAMES = {"attention.query": "attention.query", "attention.key": "attention.key",
+                       "attention.value": "attention.value", "attention.output": "attention.dense",
+                       "attention_norm": "attention.LayerNorm", "feed_forward.intermediate": "ffn",
+                       "feed_forward.output": "ffn_output", "feed_forward_norm": "full_layer_layer_norm"}
+_ALBERT_MODULE_NAMES = {"bert.embeddings.layer_norm": "albert.embeddings.LayerNorm",
+                        "bert.embeddings.projection": "albert.encoder.embedding_hidden_mapping_in",
+                        "bert.pooler.dense": "albert.pooler", "mlm_head.dense": "predictions.dense",
+                        "mlm_head.layer_norm": "predictions.LayerNorm", "mlm_head": "predictions",
+                        "nsp_head": "sop_classifier.classifier"}
+_ALBERT_TIED = {"predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+                "predictions.decoder.bias": "mlm_head.bias"}
 
-_OURS_ONLY = ("norm_style", "rope_theta")  # BertConfig fields that HF's BertConfig lacks
+
+def _albert(config: BertConfig) -> bool:
+    return config.share_layers or config.embedding_width != config.hidden_size
+
+
+def albert_name(key: str) -> str:
+    "HF ALBERT's name for our parameter `key` (each of our layers is a group of one layer in ALBERT)."
+    module, _, kind = key.rpartition(".")
+    if module.startswith(_LAYER_PREFIX):
+        index, name = module.removeprefix(_LAYER_PREFIX).split(".", 1)
+        return f"albert.encoder.albert_layer_groups.{index}.albert_layers.0.{_ALBERT_LAYER_NAMES[name]}.{kind}"
+    if module in _ALBERT_MODULE_NAMES:
+        return f"{_ALBERT_MODULE_NAMES[module]}.{kind}"
+    return f"{module.replace('bert.', 'albert.', 1)}.{kind}"
+
+_OURS_ONLY = ("norm_style", "rope_theta", "embedding_size", "share_layers")  # fields HF's BertConfig lacks
 SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
 _HF_MODULE_NAMES = {
@@ -79,12 +111,20 @@ def _labels(label_names: Sequence[str] | None) -> dict[str, dict]:
 def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
                  label_names: Sequence[str] | None = None) -> transformers.PretrainedConfig:
     """The `transformers` config of the same model (for the HF class `architecture`, and a head's label names
-    as `id2label`): a `BertConfig`, or for rotary positions a `RoFormerConfig`; raises ValueError for options
-    HF lacks."""
+    as `id2label`): a `BertConfig`, for rotary positions a `RoFormerConfig`, for ALBERT's factorised
+    embeddings or shared layers an `AlbertConfig`; raises ValueError for options HF lacks."""
     if config.norm_style != "post":
         raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported: HF transformers' BERT "
                          f"supports only norm_style='post' (LayerNorm after each residual sum)")
     fields = {k: v for k, v in config.to_dict().items() if k not in _OURS_ONLY}
+    if _albert(config):
+        if config.position_embedding_type != "absolute":
+            raise ValueError("an ALBERT-style model with rotary positions cannot be exported: HF has no such class")
+        del fields["position_embedding_type"]
+        return transformers.AlbertConfig(**{**fields, "embedding_size": config.embedding_width},
+                                         num_hidden_groups=1 if config.share_layers else config.num_hidden_layers,
+                                         inner_group_num=1, classifier_dropout_prob=config.hidden_dropout_prob,
+                                         **_labels(label_names), architectures=[architecture])
     if config.position_embedding_type == "absolute":
         return transformers.BertConfig(**fields, **_labels(label_names), architectures=[architecture])
     if config.rope_theta != 10000.0:
@@ -132,19 +172,24 @@ def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     if getattr(model, "pooling", "cls") != "cls":
         raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
                          f"the pooled [CLS] vector only (pooling='cls')")
-    rope = model.config.position_embedding_type == "rope"
-    if rope and ours not in ROFORMER_CLASSES:
+    albert, rope = _albert(model.config), model.config.position_embedding_type == "rope"
+    if rope and not albert and ours not in ROFORMER_CLASSES:
         raise ValueError(f"a {ours.__name__} with rotary positions cannot be exported: HF RoFormer's sequence "
                          f"classifier has its own head instead of BERT's pooled [CLS]")
-    hf_class = (ROFORMER_CLASSES if rope else HF_CLASSES)[ours]
+    hf_class = (ALBERT_CLASSES if albert else ROFORMER_CLASSES if rope else HF_CLASSES)[ours]
     labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
     hf_model = hf_class(to_hf_config(model.config, hf_class.__name__, labels))
     state = model.state_dict()
-    prefix = "roformer." if rope else "bert."
-    hf_state = {hf_name(key).replace("bert.", prefix, 1): value for key, value in state.items()
-                if not (rope and key.startswith(("bert.pooler.", "nsp_head.")))}  # RoFormer has neither
+    if albert:
+        hf_state = {albert_name(key): value for key, value in state.items()}
+        tied = _ALBERT_TIED
+    else:
+        prefix = "roformer." if rope else "bert."
+        hf_state = {hf_name(key).replace("bert.", prefix, 1): value for key, value in state.items()
+                    if not (rope and key.startswith(("bert.pooler.", "nsp_head.")))}  # RoFormer has neither
+        tied = _HF_TIED
     if ours is BertForPreTraining:
-        hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
+        hf_state.update({hf_key: state[key] for hf_key, key in tied.items()})
     missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
     if unexpected or set(missing) - {_ROFORMER_SINUSOIDS}:
         raise RuntimeError(f"the weights do not map onto {hf_class.__name__}: missing {missing}, unexpected "

@@ -74,13 +74,14 @@ class BertModel(nn.Module):
 # %% ../notebooks/05_bert_pretraining_heads.ipynb #c006
 class MLMHead(nn.Module):
     """Masked-LM head: dense, activation and LayerNorm, then a decoder that reuses the word-embedding matrix
-    (passed to `forward`), plus a bias per vocabulary entry."""
+    (passed to `forward`), plus a bias per vocabulary entry. It works at the embeddings' width (ALBERT's
+    `embedding_size`, else `hidden_size`)."""
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dense = nn.Linear(config.hidden_size, config.embedding_width)
         self.activation = ACTIVATIONS[config.hidden_act]()
-        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.layer_norm = nn.LayerNorm(config.embedding_width, eps=config.layer_norm_eps)
         self.bias = nn.Parameter(torch.zeros(config.vocab_size))
 
     def forward(self, hidden_states: torch.Tensor, word_embeddings: torch.Tensor) -> torch.Tensor:
