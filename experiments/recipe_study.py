@@ -1,0 +1,500 @@
+"""The pre-training recipe study: which settings get `mini` off the unigram plateau within the CPU budget of
+the README's main command (`python -m bertlib pretrain`: 1,000 steps of 32 sequences of up to 128 tokens).
+
+Hand-written; not part of the library. Every run is one recipe (a name in `RECIPES`) at one budget, measured in
+training tokens as a share of the default command's (`BUDGETS`). Each run writes
+`recipe_study/results/<recipe>@<budget>.json`; `--report` turns those files into `recipe_study/README.md` (the
+table) and `recipe_study/curves.png` / `plateau.png` (the curves). Nothing in the table is typed by hand.
+
+    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/recipe_study.py run default lr-1e-3 --budget third
+    python experiments/recipe_study.py run --all --budget third   # every screening recipe, skipping finished runs
+    python experiments/recipe_study.py --report
+    python experiments/recipe_study.py check                      # the loop below equals bertlib.train.train
+
+The training loop is a copy of `bertlib.train.train` (same sampler, dropout seeds, loss weighting, clipping and
+schedule; `check` proves the losses agree) with switches the library lacks: NSP off, a short-sequence first
+phase, sinusoidal initialisation of the position embeddings, a scaled initialisation of the residual outputs,
+AdamW's beta2, and cheap probes of the plateau (agreement with the unigram distribution, attention entropy,
+attention to the neighbouring tokens).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+from bertlib.config import BertConfig
+from bertlib.model import IGNORE_INDEX, BertForPreTraining
+from bertlib.pretraining_data import PretrainingDataset, PretrainingSampler, wikitext_corpus
+from bertlib.tokenizer import load_tokenizer, save_tokenizer
+from bertlib.train import (
+    DataPosition,
+    ResumableSampler,
+    TrainConfig,
+    _wikitext_tokenizer,
+    configure_optimizer,
+    evaluation_loader,
+    lr_schedule,
+    make_loader,
+    micro_batches,
+    reseed,
+    step_counts,
+    validation_metrics,
+)
+
+HERE = Path(__file__).resolve().parent / "recipe_study"
+RESULTS = HERE / "results"
+TOKENIZERS = HERE / "tokenizers"  # one trained tokenizer per vocabulary size, reused by every run
+DEFAULT_STEPS, DEFAULT_BATCH = 1000, 32  # the README's main command
+MEAN_LEN_128 = 121.97  # mean real tokens of a training pair at max_seq_len 128 (epoch 0, seed 0, vocab 8,192)
+BUDGET_TOKENS = DEFAULT_STEPS * DEFAULT_BATCH * MEAN_LEN_128  # about 3.9M training tokens
+BUDGETS = {"third": 1 / 3, "full": 1.0}
+EVAL_POINTS = 6  # validation on a fixed subset at 1/6, 2/6, ... of every run; the whole split at the end
+SUBSET_BATCHES = 10  # 640 of the 2,358 validation pairs
+PROBE_BATCHES = 2  # attention and unigram probes
+
+
+@dataclass
+class Recipe:
+    "One configuration: overrides of the `mini` preset and of the default `TrainConfig`, plus local switches."
+
+    note: str
+    model: dict = field(default_factory=dict)  # BertConfig overrides
+    train: dict = field(default_factory=dict)  # TrainConfig overrides
+    nsp: bool = True  # False: the NSP loss is not trained (only to measure what NSP costs)
+    short_seq_len: int | None = None  # first phase at this max_seq_len ...
+    short_fraction: float = 0.0  # ... for this share of the steps (BERT: 90% of steps at 128, then 512)
+    pos_init: str = "normal"  # "sinusoidal": position embeddings start as scaled sin/cos waves
+    scaled_residual_init: bool = False  # GPT-2: output projections of each sub-layer get std / sqrt(2 x layers)
+    beta2: float = 0.999
+    tokens_scale: float = 1.0  # a multiple of the budget's tokens (to equalise wall time with the default's)
+
+
+RECIPES: dict[str, Recipe] = {
+    "default": Recipe("today's main command: lr 5e-4, warm-up 6%, batch 32, seq 128, mask 15%, dropout 0.1, Post-LN"),
+    # learning rate and warm-up
+    "lr-1e-3": Recipe("lr 1e-3", train={"lr": 1e-3}),
+    "lr-2e-3-wu20": Recipe("lr 2e-3, warm-up 20%", train={"lr": 2e-3, "warmup_ratio": 0.2}),
+    "lr-1e-3-wu0": Recipe("lr 1e-3, warm-up 1%", train={"lr": 1e-3, "warmup_ratio": 0.01}),
+    # batch size and accumulation
+    "batch-16": Recipe("batch 16 (twice the steps), lr 5e-4", train={"batch_size": 16}),
+    "batch-64-accum-2": Recipe("batch 64 as 2 x 32 accumulated (half the steps), lr 1e-3",
+                               train={"batch_size": 64, "grad_accum": 2, "lr": 1e-3}),
+    # masking rate
+    "mask-30": Recipe("mask 30%", train={"mlm_probability": 0.30}),
+    "mask-40": Recipe("mask 40%", train={"mlm_probability": 0.40}),
+    # normalisation
+    "pre-ln": Recipe("Pre-LN, lr 1e-3", model={"norm_style": "pre"}, train={"lr": 1e-3}),
+    # dropout
+    "dropout-0": Recipe("dropout 0 (hidden and attention)",
+                        model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
+    # sequence length
+    "seq-64-first": Recipe("90% of steps at seq 64, then 128 (BERT's short-first schedule)",
+                           short_seq_len=64, short_fraction=0.9),
+    # vocabulary
+    "vocab-4096": Recipe("vocabulary 4,096 (perplexity not comparable: other tokens)", model={"vocab_size": 4096}),
+    "vocab-16384": Recipe("vocabulary 16,384 (perplexity not comparable: other tokens)",
+                          model={"vocab_size": 16384}),
+    # NSP
+    "no-nsp": Recipe("NSP loss off (measures NSP's cost; not a candidate)", nsp=False),
+    # initialisation
+    "init-sinusoidal-pos": Recipe("position embeddings initialised as sin/cos waves (std 0.02)",
+                                  pos_init="sinusoidal"),
+    "init-std-0.05": Recipe("initializer_range 0.05 (sharper initial attention)", model={"initializer_range": 0.05}),
+    "init-scaled-residual": Recipe("GPT-2 init: sub-layer output projections std 0.02/sqrt(8)",
+                                   scaled_residual_init=True),
+}
+
+
+# ---------------------------------------------------------------------------------------------- settings
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE.parent, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def tokenizer_for(vocab_size: int, data_dir: str | None):
+    "The WikiText-2 WordPiece tokenizer of `vocab_size` (trained once, as `pretrain` trains it, then reused)."
+    folder = TOKENIZERS / str(vocab_size)
+    if (folder / "tokenizer.json").exists():
+        return load_tokenizer(folder)
+    tokenizer = _wikitext_tokenizer("wikitext-2-v1", vocab_size, data_dir)
+    save_tokenizer(tokenizer, folder)
+    return tokenizer
+
+
+def configs(recipe: Recipe, tokens: float, log_every: int = 25
+            ) -> tuple[BertConfig, TrainConfig, list[tuple[int, int]]]:
+    "The model config, training config and phases [(max_seq_len, steps)] of `recipe` for about `tokens` tokens."
+    model_config = BertConfig.from_preset("mini", **recipe.model)
+    base = TrainConfig(max_steps=DEFAULT_STEPS, batch_size=DEFAULT_BATCH, device="cpu", seed=0)
+    cfg = replace(base, **recipe.train)
+    tokens = tokens * recipe.tokens_scale
+    # mean tokens of a pair at max_seq_len 64 and 128 (measured on epoch 0), to give every recipe equal tokens
+    mean_len = {64: 62.95, 128: MEAN_LEN_128}
+    f = recipe.short_fraction if recipe.short_seq_len else 0.0
+    per_step = cfg.batch_size * (f * mean_len.get(recipe.short_seq_len, MEAN_LEN_128) + (1 - f) * MEAN_LEN_128)
+    steps = max(1, round(tokens / per_step))
+    short = round(f * steps)
+    phases = ([(recipe.short_seq_len, short)] if short else []) + [(cfg.max_seq_len, steps - short)]
+    cfg = replace(cfg, max_steps=steps, save_every=steps, eval_every=max(1, steps // EVAL_POINTS),
+                  eval_batches=SUBSET_BATCHES, log_every=log_every)
+    return model_config, cfg, phases
+
+
+# ---------------------------------------------------------------------------------------------- initialisation
+def sinusoidal(positions: int, width: int) -> torch.Tensor:
+    "The Transformer's sin/cos position table [positions, width]."
+    pos = torch.arange(positions, dtype=torch.float32)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float32) / width)
+    table = torch.zeros(positions, width)
+    table[:, 0::2], table[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+    return table
+
+
+@torch.no_grad()
+def initialise(model: BertForPreTraining, recipe: Recipe) -> None:
+    "Apply the recipe's local initialisation switches after BERT's own initialisation."
+    config = model.config
+    if recipe.pos_init == "sinusoidal":
+        table = sinusoidal(config.max_position_embeddings, config.hidden_size)
+        model.bert.embeddings.position_embeddings.weight.copy_(table * (config.initializer_range / table.std()))
+    if recipe.scaled_residual_init:
+        std = config.initializer_range / math.sqrt(2 * config.num_hidden_layers)
+        for layer in model.bert.encoder.layers:
+            layer.attention.output.weight.normal_(0.0, std)
+            layer.feed_forward.output.weight.normal_(0.0, std)
+
+
+# ---------------------------------------------------------------------------------------------- probes
+def unigram_log_probs(corpus, vocab_size: int) -> torch.Tensor:
+    "Log-frequencies of the training tokens, add-0.5 smoothed (the corpus holds no [CLS], [SEP], [MASK], [PAD])."
+    counts = torch.bincount(torch.from_numpy(corpus.ids.astype("int64")), minlength=vocab_size).double() + 0.5
+    return (counts / counts.sum()).log().float()
+
+
+@torch.no_grad()
+def plateau_probes(model: BertForPreTraining, batches: list[dict], unigram: torch.Tensor) -> dict:
+    """How much the MLM predictions look like the unigram distribution, and what attention does:
+    KL(model || unigram) per masked token, the share of masked tokens whose top prediction is the corpus's most
+    frequent token, the entropy of the predictions, the attention entropy per layer, and the largest mean
+    attention any head puts on the previous / next token."""
+    was_training = model.training
+    model.eval()
+    kl = ent = top_is_mode = n = 0.0
+    top_frequent = unigram.topk(10).indices
+    in_top10 = 0.0
+    att_entropy, prev_att, next_att, queries = None, None, None, 0.0
+    for b in batches:
+        out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"])
+        logp = out.prediction_logits.float().log_softmax(-1)
+        p = logp.exp()
+        kl += float((p * (logp - unigram)).sum(-1).sum())
+        ent += float(-(p * logp).sum(-1).sum())
+        top = logp.argmax(-1)
+        top_is_mode += float((top == unigram.argmax()).sum())
+        in_top10 += float(torch.isin(top, top_frequent).sum())
+        n += len(top)
+        # attention maps of the whole sequence (no labels: every position is computed)
+        att = model.bert(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
+        mask = b["attention_mask"].bool()  # [B, S]
+        q = mask.float()
+        h = torch.stack([-(a * a.clamp(min=1e-12).log()).sum(-1) for a in att])  # [L, B, H, S]
+        prev = torch.stack([a.diagonal(offset=-1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i-1
+        nxt = torch.stack([a.diagonal(offset=1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i+1
+        pair = (mask[:, 1:] & mask[:, :-1]).float()
+        sums = ((h * q[None, :, None]).sum((1, 3)), (prev * pair[None, :, None]).sum((1, 3)),
+                (nxt * pair[None, :, None]).sum((1, 3)))
+        att_entropy = sums[0] if att_entropy is None else att_entropy + sums[0]
+        prev_att = sums[1] if prev_att is None else prev_att + sums[1]
+        next_att = sums[2] if next_att is None else next_att + sums[2]
+        queries += float(q.sum())
+        pairs = float(pair.sum())
+    model.train(was_training)
+    per_head_entropy = att_entropy / queries  # [L, H]
+    return {"kl_to_unigram": kl / n, "prediction_entropy": ent / n, "top1_is_most_frequent": top_is_mode / n,
+            "top1_in_10_most_frequent": in_top10 / n,
+            "attention_entropy_per_layer": per_head_entropy.mean(-1).tolist(),
+            "max_head_prev_token_attention": float((prev_att / (pairs * len(batches))).max()),
+            "max_head_next_token_attention": float((next_att / (pairs * len(batches))).max())}
+
+
+# ---------------------------------------------------------------------------------------------- training
+def machine() -> dict:
+    return {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
+            "shared": "the 2 cores were shared with another session's tests; throughput is each run's own"}
+
+
+def run(name: str, budget: str, data_dir: str | None, log=print, *, recipe: Recipe | None = None,
+        tokens: float | None = None, log_every: int = 25, write: bool = True) -> dict:
+    "Train recipe `name` at `budget` (or `recipe` for `tokens`) and write its result file."
+    recipe = recipe or RECIPES[name]
+    tokens = BUDGET_TOKENS * BUDGETS[budget] if tokens is None else tokens
+    model_config, cfg, phases = configs(recipe, tokens, log_every)
+    tokenizer = tokenizer_for(model_config.vocab_size, data_dir)
+    corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
+    unigram = unigram_log_probs(corpus, model_config.vocab_size)
+    valid = evaluation_loader("validation", tokenizer, max_seq_len=128, data_dir=data_dir)  # every run: 128, 15%
+    probe_batches = list(islice(valid, PROBE_BATCHES))
+    # the unigram baseline on the same masked tokens: perplexity of predicting frequencies alone
+    nll = masked = 0.0
+    for b in valid:
+        target = b["labels"][b["labels"] != IGNORE_INDEX]
+        nll, masked = nll - float(unigram[target].sum()), masked + len(target)
+    unigram_ppl = math.exp(nll / masked)
+
+    torch.manual_seed(cfg.seed)
+    model = BertForPreTraining(model_config)
+    initialise(model, recipe)
+    model.train()
+    optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
+    for group in optimizer.param_groups:
+        group["betas"] = (group["betas"][0], recipe.beta2)
+    steps = cfg.max_steps
+    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule)
+    micro = cfg.batch_size // cfg.grad_accum
+    result = {"recipe": name, "budget": budget, "note": recipe.note, "settings": asdict(recipe),
+              "model_config": model_config.to_dict(), "train_config": asdict(cfg), "phases": phases,
+              "unigram_perplexity": unigram_ppl, "machine": machine(), "commit": git_commit(),
+              "started": time.strftime("%Y-%m-%d %H:%M:%S"), "evaluations": [], "log": []}
+    step = tokens = 0
+    train_seconds = 0.0
+    window = {"mlm": 0.0, "nsp": 0.0, "masked": 0, "seqs": 0, "tokens": 0, "t": 0.0}
+
+    def evaluate(full: bool) -> None:
+        started = time.perf_counter()
+        metrics = validation_metrics(model, valid, None if full else SUBSET_BATCHES)
+        entry = {"step": step, "tokens": tokens, "train_seconds": train_seconds,
+                 "split": "validation" if full else f"validation[:{SUBSET_BATCHES * 64}]", **metrics}
+        if not full:
+            entry.update(plateau_probes(model, probe_batches, unigram))
+        entry["eval_seconds"] = time.perf_counter() - started
+        result["evaluations"].append(entry)
+        log(f"[{name}@{budget}] step {step} tokens {tokens / 1e6:.2f}M train {train_seconds / 60:.1f} min: "
+            f"{entry['split']} ppl {metrics['mlm_perplexity']:.1f} acc {metrics['mlm_accuracy']:.3f} "
+            f"nsp {metrics['nsp_accuracy']:.3f}"
+            + ("" if full else f" kl_uni {entry['kl_to_unigram']:.2f} top=mode {entry['top1_is_most_frequent']:.2f} "
+                               f"prev {entry['max_head_prev_token_attention']:.2f}"))
+
+    evaluate(False)  # step 0
+    for seq_len, phase_steps in phases:
+        dataset = PretrainingDataset(corpus, tokenizer, seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+        sampler = ResumableSampler(PretrainingSampler(dataset.lengths, micro * cfg.grad_accum, seed=cfg.seed))
+        stream = micro_batches(make_loader(dataset, sampler, micro), DataPosition())
+        for _ in range(phase_steps):
+            started = time.perf_counter()
+            reseed(cfg.seed, 0, step)
+            group = [next(stream) for _ in range(cfg.grad_accum)]
+            counts = step_counts(group)
+            total_masked, total_seqs = max(1, sum(c[0] for c in counts)), sum(c[1] for c in counts)
+            for b, count in zip(group, counts, strict=True):
+                out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
+                            next_sentence_label=b["next_sentence_label"])
+                loss = out.mlm_loss * (count[0] / total_masked)
+                if recipe.nsp:
+                    loss = loss + out.nsp_loss * (count[1] / total_seqs)
+                loss.backward()
+                window["mlm"] += float(out.mlm_loss.detach()) * count[0]
+                window["nsp"] += float(out.nsp_loss.detach()) * count[1]
+                window["masked"] += count[0]
+                window["seqs"] += count[1]
+                window["tokens"] += count[2]
+                tokens += count[2]
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            elapsed = time.perf_counter() - started
+            train_seconds += elapsed
+            window["t"] += elapsed
+            if step % cfg.log_every == 0 or step == steps:
+                result["log"].append({"step": step, "tokens": tokens, "train_seconds": train_seconds,
+                                      "seq_len": seq_len,
+                                      "mlm_loss": window["mlm"] / max(1, window["masked"]),
+                                      "nsp_loss": window["nsp"] / window["seqs"], "lr": scheduler.get_last_lr()[0],
+                                      "grad_norm": float(grad_norm), "tokens_per_s": window["tokens"] / window["t"]})
+                window = dict.fromkeys(window, 0)
+            if step % cfg.eval_every == 0 or step == steps:
+                evaluate(False)
+    evaluate(True)
+    result.update({"steps": step, "tokens": tokens, "train_seconds": train_seconds,
+                   "tokens_per_s": tokens / train_seconds, "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+    if not write:
+        return result
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}@{budget}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    log(f"[{name}@{budget}] wrote {path} ({train_seconds / 60:.1f} min, {tokens / train_seconds:,.0f} tokens/s)")
+    return result
+
+
+def check(data_dir: str | None) -> None:
+    "The default recipe's first steps through this loop and through `bertlib.train.train` give the same losses."
+    from bertlib.train import train
+    tokenizer = tokenizer_for(8192, data_dir)
+    corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
+    cfg = TrainConfig(max_steps=6, batch_size=8, grad_accum=2, log_every=1, eval_every=1000, save_every=1000,
+                      device="cpu", seed=0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("mini"))
+    reference = [r["mlm_loss"] for r in train(model, PretrainingDataset(corpus, tokenizer, 128, seed=0), cfg,
+                                              show_progress=False)]
+    recipe = Recipe("check", train={"batch_size": 8, "grad_accum": 2})
+    result = run("check", "full", data_dir, log=lambda *_: None, recipe=recipe, tokens=6 * 8 * MEAN_LEN_128,
+                 log_every=1, write=False)
+    mine = [r["mlm_loss"] for r in result["log"]]
+    print("library:", [f"{x:.6f}" for x in reference])
+    print("study:  ", [f"{x:.6f}" for x in mine])
+    assert len(mine) == len(reference) == 6 and all(abs(a - b) < 1e-5 for a, b in zip(reference, mine, strict=True))
+    print("same losses")
+
+
+# ---------------------------------------------------------------------------------------------- report
+def load_results() -> list[dict]:
+    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
+
+
+def at_wall_time(result: dict, seconds: float) -> float | None:
+    "Subset perplexity at `seconds` of training, interpolated in log-perplexity; None beyond the run's end."
+    points = [(e["train_seconds"], math.log(e["mlm_perplexity"])) for e in result["evaluations"]
+              if e["split"] != "validation"]
+    if seconds > points[-1][0] * 1.001:
+        return None
+    for (t0, y0), (t1, y1) in zip(points, points[1:], strict=False):
+        if t0 <= seconds <= t1:
+            return math.exp(y0 + (y1 - y0) * (seconds - t0) / max(t1 - t0, 1e-9))
+    return math.exp(points[-1][1])
+
+
+def report() -> None:
+    "Write README.md (the table) and the figures from the result files."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = load_results()
+    if not results:
+        sys.exit(f"no results in {RESULTS}")
+    order = list(RECIPES)
+    results.sort(key=lambda r: (list(BUDGETS).index(r["budget"]), order.index(r["recipe"])
+                                if r["recipe"] in order else 99))
+    lines = ["# Pre-training recipe study (`mini` on the 2-core CPU)", "",
+             "Generated by `python experiments/recipe_study.py --report` from `results/*.json`; do not edit.", "",
+             f"Budget `full` = the training tokens of the README's main command ({DEFAULT_STEPS:,} steps x "
+             f"{DEFAULT_BATCH} pairs x {MEAN_LEN_128:.0f} tokens = {BUDGET_TOKENS / 1e6:.2f}M); `third` = a third of "
+             "it. Validation: the whole split (2,358 pairs, 15% masked, seq 128, the same masks for every run) at "
+             "the end; the curves use a fixed subset (640 pairs). One thread (`torch.set_num_threads(1)`); the "
+             "machine's 2 cores were shared with another session, so tokens/s varies by a few percent. "
+             "'ppl @ default's time' interpolates each run's subset curve at the wall time the default run of the "
+             "same budget took (- where the run ended earlier).", ""]
+    for budget in BUDGETS:
+        group = [r for r in results if r["budget"] == budget]
+        if not group:
+            continue
+        ref = next((r for r in group if r["recipe"] == "default"), None)
+        lines += [f"## Budget `{budget}`", "",
+                  "| recipe | what changes | steps | tokens | tokens/s | train min | val ppl | unigram ppl | "
+                  "MLM acc | NSP acc | ppl @ default's time | KL to unigram |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in group:
+            final = r["evaluations"][-1]
+            last_probe = [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
+            at_ref = at_wall_time(r, ref["train_seconds"]) if ref else None
+            lines.append(
+                f"| `{r['recipe']}` | {r['note']} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
+                f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
+                f"{r['unigram_perplexity']:.0f} | {final['mlm_accuracy']:.3f} | {final['nsp_accuracy']:.3f} | "
+                f"{'-' if at_ref is None else f'{at_ref:.1f}'} | {last_probe['kl_to_unigram']:.2f} |")
+        lines.append("")
+    lines += ["![validation perplexity](curves.png)", "", "![plateau probes](plateau.png)", ""]
+    (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
+
+    budgets = [b for b in BUDGETS if any(r["budget"] == b for r in results)]
+    fig, axes = plt.subplots(len(budgets), 2, figsize=(13, 4.6 * len(budgets)), squeeze=False)
+    for row, budget in zip(axes, budgets, strict=True):
+        for i, r in enumerate(r for r in results if r["budget"] == budget):
+            ev = [e for e in r["evaluations"] if e["split"] != "validation"]
+            style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"],
+                         lw=2.5 if r["recipe"] == "default" else 1.2)
+            row[0].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
+            row[1].plot([e["train_seconds"] / 60 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
+        for ax, xlabel in zip(row, ("training tokens (millions)", "training wall time (min, 1 thread)"), strict=True):
+            ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log",
+                   title=f"budget {budget}")
+            ax.axhline(250, color="gray", ls=":", lw=1)
+            ax.grid(alpha=0.3, which="both")
+        row[1].legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(HERE / "curves.png", dpi=90)
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for i, r in enumerate(r for r in results if r["budget"] == budgets[-1]):
+        ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
+        x = [e["tokens"] / 1e6 for e in ev]
+        style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"])
+        axes[0].plot(x, [e["kl_to_unigram"] for e in ev], **style)
+        axes[1].plot(x, [e["top1_in_10_most_frequent"] for e in ev], **style)
+        axes[2].plot(x, [e["max_head_prev_token_attention"] for e in ev], **style)
+    axes[0].set(ylabel="KL(model || unigram), nats per masked token")
+    axes[1].set(ylabel="share of top predictions among the 10 most frequent tokens")
+    axes[2].set(ylabel="largest mean attention of a head to the previous token")
+    for ax in axes:
+        ax.set(xlabel="training tokens (millions)")
+        ax.grid(alpha=0.3)
+    axes[2].legend(fontsize=7)
+    fig.suptitle(f"The plateau, budget {budgets[-1]}: predictions near the unigram distribution until attention "
+                 "finds the neighbours")
+    fig.tight_layout()
+    fig.savefig(HERE / "plateau.png", dpi=90)
+    print(f"wrote {HERE / 'README.md'}, curves.png, plateau.png")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", nargs="?", choices=["run", "check"], help="run recipes, or check the loop")
+    parser.add_argument("recipes", nargs="*", help=f"recipe names: {', '.join(RECIPES)}")
+    parser.add_argument("--all", action="store_true", help="every recipe (finished runs are skipped)")
+    parser.add_argument("--budget", choices=list(BUDGETS), default="third")
+    parser.add_argument("--force", action="store_true", help="re-run recipes that already have a result")
+    parser.add_argument("--report", action="store_true", help="write README.md and the figures from results/")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    data_dir = os.environ.get("BERTLIB_DATA_DIR")
+    if args.command == "check":
+        check(data_dir)
+    elif args.command == "run":
+        names = list(RECIPES) if args.all else args.recipes
+        unknown = [n for n in names if n not in RECIPES]
+        if unknown:
+            parser.error(f"unknown recipe(s) {unknown}; known: {', '.join(RECIPES)}")
+        for name in names:
+            if (RESULTS / f"{name}@{args.budget}.json").exists() and not args.force:
+                print(f"[{name}@{args.budget}] done already; --force to re-run", flush=True)
+                continue
+            run(name, args.budget, data_dir, log=lambda *a: print(*a, flush=True))
+    if args.report:
+        report()
+    if not args.command and not args.report:
+        parser.print_help()
+
+
+if __name__ == "__main__":
+    main()
