@@ -14,8 +14,8 @@ table) and `recipe_study/curves.png` / `plateau.png` (the curves). Nothing in th
 The training loop is a copy of `bertlib.train.train` (same sampler, dropout seeds, loss weighting, clipping and
 schedule; `check` proves the losses agree) with switches the library lacks: NSP off, a short-sequence first
 phase, sinusoidal initialisation of the position embeddings, a scaled initialisation of the residual outputs,
-AdamW's beta2, and cheap probes of the plateau (agreement with the unigram distribution, attention entropy,
-attention to the neighbouring tokens).
+AdamW's beta2, a warm-up-stable-decay schedule, and cheap probes of the plateau (agreement with the unigram
+distribution, attention entropy, attention to the neighbouring tokens).
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Recipe:
     pos_init: str = "normal"  # "sinusoidal": position embeddings start as scaled sin/cos waves
     scaled_residual_init: bool = False  # GPT-2: output projections of each sub-layer get std / sqrt(2 x layers)
     beta2: float = 0.999
+    decay_fraction: float | None = None  # warm-up, constant, then linear decay over this last share of the steps
     tokens_scale: float = 1.0  # a multiple of the budget's tokens (to equalise wall time with the default's)
 
 
@@ -85,10 +86,15 @@ RECIPES: dict[str, Recipe] = {
     "default": Recipe("today's main command: lr 5e-4, warm-up 6%, batch 32, seq 128, mask 15%, dropout 0.1, Post-LN"),
     # learning rate and warm-up
     "lr-1e-3": Recipe("lr 1e-3", train={"lr": 1e-3}),
-    "lr-2e-3-wu20": Recipe("lr 2e-3, warm-up 20%", train={"lr": 2e-3, "warmup_ratio": 0.2}),
-    "lr-1e-3-wu0": Recipe("lr 1e-3, warm-up 1%", train={"lr": 1e-3, "warmup_ratio": 0.01}),
+    "lr-2.5e-4": Recipe("lr 2.5e-4", train={"lr": 2.5e-4}),
+    "lr-wsd-20": Recipe("lr 5e-4 held constant after warm-up, linear decay over the last 20% only",
+                        decay_fraction=0.2),
+    "beta2-0.98": Recipe("AdamW beta2 0.98 (RoBERTa) instead of BERT's 0.999", beta2=0.98),
     # batch size and accumulation
     "batch-16": Recipe("batch 16 (twice the steps), lr 5e-4", train={"batch_size": 16}),
+    "batch-8": Recipe("batch 8 (four times the steps), lr 5e-4", train={"batch_size": 8}),
+    "batch-8-lr-1e-3": Recipe("batch 8, lr 1e-3", train={"batch_size": 8, "lr": 1e-3}),
+    "batch-4": Recipe("batch 4 (eight times the steps), lr 5e-4", train={"batch_size": 4}),
     "batch-64-accum-2": Recipe("batch 64 as 2 x 32 accumulated (half the steps), lr 1e-3",
                                train={"batch_size": 64, "grad_accum": 2, "lr": 1e-3}),
     # masking rate
@@ -114,6 +120,11 @@ RECIPES: dict[str, Recipe] = {
     "init-std-0.05": Recipe("initializer_range 0.05 (sharper initial attention)", model={"initializer_range": 0.05}),
     "init-scaled-residual": Recipe("GPT-2 init: sub-layer output projections std 0.02/sqrt(8)",
                                    scaled_residual_init=True),
+    # combinations of the single factors that helped
+    "combo-b8": Recipe("batch 8, dropout 0, mask 30%, 90% of steps at seq 64, sin/cos position init",
+                       model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+                       train={"batch_size": 8, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
+                       pos_init="sinusoidal"),
 }
 
 
@@ -265,7 +276,13 @@ def run(name: str, budget: str, data_dir: str | None, log=print, *, recipe: Reci
     for group in optimizer.param_groups:
         group["betas"] = (group["betas"][0], recipe.beta2)
     steps = cfg.max_steps
-    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule)
+    warmup = round(cfg.warmup_ratio * steps)
+    if recipe.decay_fraction is None:
+        scheduler = lr_schedule(optimizer, warmup, steps, cfg.schedule)
+    else:  # warm-up, stable, decay
+        decay_start = steps - round(recipe.decay_fraction * steps)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (
+            s / warmup if s < warmup else min(1.0, (steps - s) / max(1, steps - decay_start))))
     micro = cfg.batch_size // cfg.grad_accum
     result = {"recipe": name, "budget": budget, "note": recipe.note, "settings": asdict(recipe),
               "model_config": model_config.to_dict(), "train_config": asdict(cfg), "phases": phases,
@@ -402,27 +419,29 @@ def report() -> None:
              f"{DEFAULT_BATCH} pairs x {MEAN_LEN_128:.0f} tokens = {BUDGET_TOKENS / 1e6:.2f}M); `third` = a third of "
              "it. Validation: the whole split (2,358 pairs, 15% masked, seq 128, the same masks for every run) at "
              "the end; the curves use a fixed subset (640 pairs). One thread (`torch.set_num_threads(1)`); the "
-             "machine's 2 cores were shared with another session, so tokens/s varies by a few percent. "
-             "'ppl @ default's time' interpolates each run's subset curve at the wall time the default run of the "
-             "same budget took (- where the run ended earlier).", ""]
+             "machine's 2 cores were shared with another session's tests, so tokens/s (training only, evaluation "
+             "excluded) carries that noise.", ""]
     for budget in BUDGETS:
         group = [r for r in results if r["budget"] == budget]
         if not group:
             continue
-        ref = next((r for r in group if r["recipe"] == "default"), None)
+        common = min(r["train_seconds"] for r in group)  # every run of the group has a curve up to here
         lines += [f"## Budget `{budget}`", "",
+                  f"Equal tokens: the `val ppl` column (whole split, at the end). Equal wall time: `ppl @ "
+                  f"{common / 60:.1f} min`, each run's subset curve at the training time of the group's fastest "
+                  f"run, interpolated in log-perplexity.", "",
                   "| recipe | what changes | steps | tokens | tokens/s | train min | val ppl | unigram ppl | "
-                  "MLM acc | NSP acc | ppl @ default's time | KL to unigram |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  f"MLM acc | NSP acc | ppl @ {common / 60:.1f} min | KL to unigram | top-1 in 10 most frequent |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in group:
             final = r["evaluations"][-1]
-            last_probe = [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
-            at_ref = at_wall_time(r, ref["train_seconds"]) if ref else None
+            probe = [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
+            at_common = at_wall_time(r, common)
             lines.append(
                 f"| `{r['recipe']}` | {r['note']} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
                 f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
                 f"{r['unigram_perplexity']:.0f} | {final['mlm_accuracy']:.3f} | {final['nsp_accuracy']:.3f} | "
-                f"{'-' if at_ref is None else f'{at_ref:.1f}'} | {last_probe['kl_to_unigram']:.2f} |")
+                f"{at_common:.1f} | {probe['kl_to_unigram']:.2f} | {probe['top1_in_10_most_frequent']:.2f} |")
         lines.append("")
     lines += ["![validation perplexity](curves.png)", "", "![plateau probes](plateau.png)", ""]
     (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
