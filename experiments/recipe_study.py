@@ -125,6 +125,14 @@ RECIPES: dict[str, Recipe] = {
                        model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
                        train={"batch_size": 8, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
                        pos_init="sinusoidal"),
+    "combo-b8-lr-1e-3": Recipe("combo-b8 with lr 1e-3",
+                               model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+                               train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3}, short_seq_len=64,
+                               short_fraction=0.9, pos_init="sinusoidal"),
+    "combo-b4": Recipe("combo-b8 with batch 4",
+                       model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
+                       train={"batch_size": 4, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
+                       pos_init="sinusoidal"),
 }
 
 
@@ -384,6 +392,57 @@ def check(data_dir: str | None) -> None:
     print("same losses")
 
 
+def speed(names: list[str], data_dir: str | None, sequences: int = 1280, rounds: int = 2) -> dict:
+    """Seconds per training token of each recipe at the full budget, measured on `sequences` pairs per sequence
+    length and recipe, back to back (`rounds` times,
+    interleaved, best round kept, so that the other session's load touches every recipe alike). Writes
+    `results/speed.json`; the recipes with `tokens_scale` use it to train as long as the default does."""
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        for name in names:
+            recipe = RECIPES[name]
+            model_config, cfg, phases = configs(recipe, BUDGET_TOKENS)
+            tokenizer = tokenizer_for(model_config.vocab_size, data_dir)
+            corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
+            torch.manual_seed(0)
+            model = BertForPreTraining(model_config)
+            optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
+            micro = cfg.batch_size // cfg.grad_accum
+            steps = sequences // cfg.batch_size
+            seconds = tokens = 0.0
+            for seq_len, phase_steps in phases:
+                dataset = PretrainingDataset(corpus, tokenizer, seq_len, seed=0, mlm_probability=cfg.mlm_probability)
+                sampler = ResumableSampler(PretrainingSampler(dataset.lengths, micro * cfg.grad_accum, seed=0))
+                stream = micro_batches(make_loader(dataset, sampler, micro), DataPosition())
+                phase_seconds = phase_tokens = 0.0
+                for i in range(steps + 5):
+                    started = time.perf_counter()
+                    group = [next(stream) for _ in range(cfg.grad_accum)]
+                    counts = step_counts(group)
+                    for b in group:
+                        out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
+                                    next_sentence_label=b["next_sentence_label"])
+                        (out.mlm_loss + out.nsp_loss).backward()
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    if i >= 5:  # the first steps warm up the allocator
+                        phase_seconds += time.perf_counter() - started
+                        phase_tokens += sum(c[2] for c in counts)
+                # the whole run's share of this phase, at this phase's speed
+                share = phase_steps / cfg.max_steps
+                seconds += share * phase_seconds / steps
+                tokens += share * phase_tokens / steps
+            per_token = seconds / tokens
+            best[name] = min(best.get(name, math.inf), per_token)
+            print(f"[speed] {name}: {1 / per_token:,.0f} tokens/s", flush=True)
+    result = {"tokens_per_s": {n: 1 / t for n, t in best.items()}, "machine": machine(), "sequences": sequences,
+              "rounds": rounds, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS.parent / "speed.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return result
+
+
 # ---------------------------------------------------------------------------------------------- report
 def load_results() -> list[dict]:
     return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
@@ -401,7 +460,29 @@ def at_wall_time(result: dict, seconds: float) -> float | None:
     return math.exp(points[-1][1])
 
 
-def report() -> None:
+def gpu_escapes(runs_dir: Path, threshold: float = 300.0) -> list[dict]:
+    """For each GPU run folder (config.json + metrics.jsonl), the first validation below `threshold` perplexity:
+    its step, the pairs and tokens seen by then, the learning rate then, and the NSP accuracy."""
+    rows = []
+    for folder in sorted(p for p in runs_dir.iterdir() if (p / "metrics.jsonl").exists()):
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+                   if line.strip()]
+        train_log = [r for r in records if "lr" in r]
+        valid = [r for r in records if r.get("split") == "validation"]
+        escape = next((r for r in valid if r["mlm_perplexity"] < threshold), None)
+        before = [r for r in valid if escape is None or r["step"] < escape["step"]]
+        lr_then = next((r["lr"] for r in train_log if escape and r["step"] >= escape["step"]), None)
+        t = config["training"]
+        rows.append({"run": folder.name, "model": config["model"]["hidden_size"], "lr": t["lr"], "epochs": t["epochs"],
+                     "batch": t["batch_size"], "valid": valid, "escape_step": escape and escape["step"],
+                     "plateau_ppl": min(r["mlm_perplexity"] for r in before) if before else None,
+                     "lr_then": lr_then, "nsp_then": escape and escape["nsp_accuracy"],
+                     "final_step": valid[-1]["step"], "final_ppl": valid[-1]["mlm_perplexity"]})
+    return rows
+
+
+def report(gpu_runs: Path | None = None) -> None:
     "Write README.md (the table) and the figures from the result files."
     import matplotlib
     matplotlib.use("Agg")
@@ -443,6 +524,37 @@ def report() -> None:
                 f"{r['unigram_perplexity']:.0f} | {final['mlm_accuracy']:.3f} | {final['nsp_accuracy']:.3f} | "
                 f"{at_common:.1f} | {probe['kl_to_unigram']:.2f} | {probe['top1_in_10_most_frequent']:.2f} |")
         lines.append("")
+    speed_file = HERE / "speed.json"
+    if speed_file.exists():
+        measured = json.loads(speed_file.read_text(encoding="utf-8"))
+        base = measured["tokens_per_s"].get("default")
+        lines += ["## Speed, measured back to back", "",
+                  f"`speed` ({measured['sequences']:,} pairs per sequence length and recipe, {measured['rounds']} "
+                  "interleaved rounds, best kept; measured " + measured["measured"] + "): training tokens/s at one "
+                  "thread, and the share of the default's tokens each recipe trains in the default's wall time.", "",
+                  "| recipe | tokens/s | tokens in the default's time |", "|---|---:|---:|"]
+        for name, value in measured["tokens_per_s"].items():
+            share = f"{value / base:.2f} x" if base else ""
+            lines.append(f"| `{name}` | {value:,.0f} | {share} |")
+        lines.append("")
+    gpu = gpu_escapes(gpu_runs) if gpu_runs and gpu_runs.is_dir() else []
+    if gpu:
+        lines += ["## The plateau on the GPU runs (evidence of what gets the model out)", "",
+                  "From `docs/results/gpu/runs` (H100, batch 256, seq 128, warm-up 6%, linear decay; `small` = "
+                  "hidden 512). "
+                  "'escape' = the first validation below perplexity 300.", "",
+                  "| run | hidden | lr | epochs | lowest ppl before | escape step | pairs seen | "
+                  "tokens seen | lr then | NSP then | last step | last ppl |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for g in gpu:
+            pairs = g["escape_step"] * g["batch"] if g["escape_step"] else None
+            cells = [g["run"], g["model"], f"{g['lr']:g}", f"{g['epochs']:g}", f"{g['plateau_ppl']:.0f}",
+                     g["escape_step"] or "-", f"{pairs:,}" if pairs else "-",
+                     f"{pairs * MEAN_LEN_128 / 1e6:.0f}M" if pairs else "-",
+                     f"{g['lr_then']:.2e}" if g["lr_then"] else "-", f"{g['nsp_then']:.2f}" if g["nsp_then"] else "-",
+                     f"{g['final_step']:,}", f"{g['final_ppl']:.1f}"]
+            lines.append("| " + " | ".join(map(str, cells)) + " |")
+        lines.append("")
     lines += ["![validation perplexity](curves.png)", "", "![plateau probes](plateau.png)", ""]
     (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
 
@@ -464,7 +576,7 @@ def report() -> None:
     fig.tight_layout()
     fig.savefig(HERE / "curves.png", dpi=90)
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
     for i, r in enumerate(r for r in results if r["budget"] == budgets[-1]):
         ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
         x = [e["tokens"] / 1e6 for e in ev]
@@ -472,15 +584,28 @@ def report() -> None:
         axes[0].plot(x, [e["kl_to_unigram"] for e in ev], **style)
         axes[1].plot(x, [e["top1_in_10_most_frequent"] for e in ev], **style)
         axes[2].plot(x, [e["max_head_prev_token_attention"] for e in ev], **style)
-    axes[0].set(ylabel="KL(model || unigram), nats per masked token")
-    axes[1].set(ylabel="share of top predictions among the 10 most frequent tokens")
-    axes[2].set(ylabel="largest mean attention of a head to the previous token")
-    for ax in axes:
+    axes[0].set(ylabel="KL(model || unigram), nats per masked token", title="distance from the unigram")
+    axes[1].set(ylabel="share", title="top-1 prediction among the 10 most frequent tokens")
+    axes[2].set(ylabel="attention weight", title="largest mean attention of a head to the previous token")
+    for ax in axes[:3]:
         ax.set(xlabel="training tokens (millions)")
         ax.grid(alpha=0.3)
     axes[2].legend(fontsize=7)
-    fig.suptitle(f"The plateau, budget {budgets[-1]}: predictions near the unigram distribution until attention "
-                 "finds the neighbours")
+    for i, g in enumerate(gpu):
+        axes[3].plot([r["step"] * g["batch"] * MEAN_LEN_128 / 1e6 for r in g["valid"]],
+                     [r["mlm_perplexity"] for r in g["valid"]], color=f"C{i}", label=g["run"])
+    cpu_full = [r for r in results if r["budget"] == budgets[-1]]
+    for i, r in enumerate(cpu_full):
+        ev = [e for e in r["evaluations"] if e["split"] != "validation"]
+        axes[3].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=f"C{i % 10}",
+                     ls=":", lw=1)
+    axes[3].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
+    axes[3].set(xscale="log", yscale="log", xlabel="training tokens (millions)", ylabel="validation perplexity",
+                title="GPU runs (batch 256, solid) vs CPU runs (dotted)")
+    axes[3].grid(alpha=0.3, which="both")
+    axes[3].legend(fontsize=7)
+    fig.suptitle(f"The plateau (CPU budget {budgets[-1]}): predictions stay near the unigram distribution and "
+                 "attention stays uniform")
     fig.tight_layout()
     fig.savefig(HERE / "plateau.png", dpi=90)
     print(f"wrote {HERE / 'README.md'}, curves.png, plateau.png")
@@ -488,17 +613,22 @@ def report() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", choices=["run", "check"], help="run recipes, or check the loop")
+    parser.add_argument("command", nargs="?", choices=["run", "check", "speed"],
+                        help="run recipes, check the loop, or measure the recipes' speed")
     parser.add_argument("recipes", nargs="*", help=f"recipe names: {', '.join(RECIPES)}")
     parser.add_argument("--all", action="store_true", help="every recipe (finished runs are skipped)")
     parser.add_argument("--budget", choices=list(BUDGETS), default="third")
     parser.add_argument("--force", action="store_true", help="re-run recipes that already have a result")
     parser.add_argument("--report", action="store_true", help="write README.md and the figures from results/")
+    parser.add_argument("--gpu-runs", type=Path, default=HERE.parents[1] / "docs" / "results" / "gpu" / "runs",
+                        help="GPU run folders to show beside the study (skipped if absent)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     data_dir = os.environ.get("BERTLIB_DATA_DIR")
     if args.command == "check":
         check(data_dir)
+    elif args.command == "speed":
+        speed(args.recipes or list(RECIPES), data_dir)
     elif args.command == "run":
         names = list(RECIPES) if args.all else args.recipes
         unknown = [n for n in names if n not in RECIPES]
@@ -510,7 +640,7 @@ def main() -> None:
                 continue
             run(name, args.budget, data_dir, log=lambda *a: print(*a, flush=True))
     if args.report:
-        report()
+        report(args.gpu_runs)
     if not args.command and not args.report:
         parser.print_help()
 
