@@ -36,7 +36,7 @@ import torch
 
 from bertlib.config import BertConfig
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.pretraining_data import PretrainingDataset, PretrainingSampler, wikitext_corpus
+from bertlib.pretraining_data import CLS_ID, SEP_ID, PretrainingDataset, PretrainingSampler, wikitext_corpus
 from bertlib.tokenizer import load_tokenizer, save_tokenizer
 from bertlib.train import (
     DataPosition,
@@ -59,7 +59,9 @@ TOKENIZERS = HERE / "tokenizers"  # one trained tokenizer per vocabulary size, r
 DEFAULT_STEPS, DEFAULT_BATCH = 1000, 32  # the README's main command
 MEAN_LEN_128 = 121.97  # mean real tokens of a training pair at max_seq_len 128 (epoch 0, seed 0, vocab 8,192)
 BUDGET_TOKENS = DEFAULT_STEPS * DEFAULT_BATCH * MEAN_LEN_128  # about 3.9M training tokens
-BUDGETS = {"third": 1 / 3, "full": 1.0}
+# "wall": the default's wall time, i.e. the full budget's tokens times the recipe's speed over the default's, both
+# measured back to back by `speed` (speed.json), as `pretrain --time-budget` fixes its step count from a calibration
+BUDGETS = {"third": 1 / 3, "full": 1.0, "wall": 1.0}
 EVAL_POINTS = 6  # validation on a fixed subset at 1/6, 2/6, ... of every run; the whole split at the end
 SUBSET_BATCHES = 10  # 640 of the 2,358 validation pairs
 PROBE_BATCHES = 2  # attention and unigram probes
@@ -129,6 +131,11 @@ RECIPES: dict[str, Recipe] = {
                                model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
                                train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3}, short_seq_len=64,
                                short_fraction=0.9, pos_init="sinusoidal"),
+    "combo-b8-pre-ln": Recipe("combo-b8 with Pre-LN and lr 1e-3",
+                              model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                                     "norm_style": "pre"},
+                              train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3}, short_seq_len=64,
+                              short_fraction=0.9, pos_init="sinusoidal"),
     "combo-b4": Recipe("combo-b8 with batch 4",
                        model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
                        train={"batch_size": 4, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
@@ -216,7 +223,8 @@ def plateau_probes(model: BertForPreTraining, batches: list[dict], unigram: torc
     kl = ent = top_is_mode = n = 0.0
     top_frequent = unigram.topk(10).indices
     in_top10 = 0.0
-    att_entropy, prev_att, next_att, queries = None, None, None, 0.0
+    pairs = 0.0
+    att_entropy, prev_att, next_att, self_att, special_att, queries = None, None, None, None, None, 0.0
     for b in batches:
         out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"])
         logp = out.prediction_logits.float().log_softmax(-1)
@@ -234,21 +242,30 @@ def plateau_probes(model: BertForPreTraining, batches: list[dict], unigram: torc
         h = torch.stack([-(a * a.clamp(min=1e-12).log()).sum(-1) for a in att])  # [L, B, H, S]
         prev = torch.stack([a.diagonal(offset=-1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i-1
         nxt = torch.stack([a.diagonal(offset=1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i+1
+        itself = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in att])  # [L, B, H, S]: i -> i
+        special = (b["input_ids"] == CLS_ID) | (b["input_ids"] == SEP_ID)  # [B, S] keys that are [CLS] or [SEP]
+        to_special = torch.stack([(a * special[:, None, None, :]).sum(-1) for a in att])  # [L, B, H, S]
         pair = (mask[:, 1:] & mask[:, :-1]).float()
         sums = ((h * q[None, :, None]).sum((1, 3)), (prev * pair[None, :, None]).sum((1, 3)),
-                (nxt * pair[None, :, None]).sum((1, 3)))
+                (nxt * pair[None, :, None]).sum((1, 3)), (itself * q[None, :, None]).sum((1, 3)),
+                (to_special * q[None, :, None]).sum((1, 3)))
         att_entropy = sums[0] if att_entropy is None else att_entropy + sums[0]
         prev_att = sums[1] if prev_att is None else prev_att + sums[1]
         next_att = sums[2] if next_att is None else next_att + sums[2]
+        self_att = sums[3] if self_att is None else self_att + sums[3]
+        special_att = sums[4] if special_att is None else special_att + sums[4]
         queries += float(q.sum())
-        pairs = float(pair.sum())
+        pairs += float(pair.sum())
     model.train(was_training)
     per_head_entropy = att_entropy / queries  # [L, H]
     return {"kl_to_unigram": kl / n, "prediction_entropy": ent / n, "top1_is_most_frequent": top_is_mode / n,
             "top1_in_10_most_frequent": in_top10 / n,
             "attention_entropy_per_layer": per_head_entropy.mean(-1).tolist(),
-            "max_head_prev_token_attention": float((prev_att / (pairs * len(batches))).max()),
-            "max_head_next_token_attention": float((next_att / (pairs * len(batches))).max())}
+            "max_head_prev_token_attention": float((prev_att / pairs).max()),
+            "max_head_next_token_attention": float((next_att / pairs).max()),
+            "max_head_self_attention": float((self_att / queries).max()),
+            "max_head_attention_to_cls_sep": float((special_att / queries).max()),
+            "mean_attention_to_cls_sep_per_layer": (special_att / queries).mean(-1).tolist()}
 
 
 # ---------------------------------------------------------------------------------------------- training
@@ -262,7 +279,13 @@ def run(name: str, budget: str, data_dir: str | None, log=print, *, recipe: Reci
         tokens: float | None = None, log_every: int = 25, write: bool = True) -> dict:
     "Train recipe `name` at `budget` (or `recipe` for `tokens`) and write its result file."
     recipe = recipe or RECIPES[name]
-    tokens = BUDGET_TOKENS * BUDGETS[budget] if tokens is None else tokens
+    speed_ratio = None
+    if tokens is None:
+        tokens = BUDGET_TOKENS * BUDGETS[budget]
+        if budget == "wall":
+            measured = json.loads((HERE / "speed.json").read_text(encoding="utf-8"))["tokens_per_s"]
+            speed_ratio = measured[name] / measured["default"]
+            tokens *= speed_ratio
     model_config, cfg, phases = configs(recipe, tokens, log_every)
     tokenizer = tokenizer_for(model_config.vocab_size, data_dir)
     corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
@@ -294,7 +317,8 @@ def run(name: str, budget: str, data_dir: str | None, log=print, *, recipe: Reci
     micro = cfg.batch_size // cfg.grad_accum
     result = {"recipe": name, "budget": budget, "note": recipe.note, "settings": asdict(recipe),
               "model_config": model_config.to_dict(), "train_config": asdict(cfg), "phases": phases,
-              "unigram_perplexity": unigram_ppl, "machine": machine(), "commit": git_commit(),
+              "unigram_perplexity": unigram_ppl, "speed_ratio_to_default": speed_ratio, "machine": machine(),
+              "commit": git_commit(),
               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "evaluations": [], "log": []}
     step = tokens = 0
     train_seconds = 0.0
@@ -482,6 +506,14 @@ def gpu_escapes(runs_dir: Path, threshold: float = 300.0) -> list[dict]:
     return rows
 
 
+def budget_group(results: list[dict], budget: str) -> list[dict]:
+    "The runs of one budget; the 'wall' group starts with the default's full run (its own wall time)."
+    group = [r for r in results if r["budget"] == budget]
+    if budget == "wall" and group:
+        group = [r for r in results if r["budget"] == "full" and r["recipe"] == "default"] + group
+    return group
+
+
 def report(gpu_runs: Path | None = None) -> None:
     "Write README.md (the table) and the figures from the result files."
     import matplotlib
@@ -503,7 +535,7 @@ def report(gpu_runs: Path | None = None) -> None:
              "machine's 2 cores were shared with another session's tests, so tokens/s (training only, evaluation "
              "excluded) carries that noise.", ""]
     for budget in BUDGETS:
-        group = [r for r in results if r["budget"] == budget]
+        group = budget_group(results, budget)
         if not group:
             continue
         common = min(r["train_seconds"] for r in group)  # every run of the group has a curve up to here
@@ -519,7 +551,8 @@ def report(gpu_runs: Path | None = None) -> None:
             probe = [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
             at_common = at_wall_time(r, common)
             lines.append(
-                f"| `{r['recipe']}` | {r['note']} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
+                f"| `{r['recipe']}`{' (full run)' if r['budget'] != budget else ''} | {r['note']} |"
+                f" {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
                 f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
                 f"{r['unigram_perplexity']:.0f} | {final['mlm_accuracy']:.3f} | {final['nsp_accuracy']:.3f} | "
                 f"{at_common:.1f} | {probe['kl_to_unigram']:.2f} | {probe['top1_in_10_most_frequent']:.2f} |")
@@ -559,9 +592,11 @@ def report(gpu_runs: Path | None = None) -> None:
     (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
 
     budgets = [b for b in BUDGETS if any(r["budget"] == b for r in results)]
+    titles = {"third": "a third of the default's tokens", "full": "the default's tokens",
+              "wall": "the default's wall time (default: its full run)"}
     fig, axes = plt.subplots(len(budgets), 2, figsize=(13, 4.6 * len(budgets)), squeeze=False)
     for row, budget in zip(axes, budgets, strict=True):
-        for i, r in enumerate(r for r in results if r["budget"] == budget):
+        for i, r in enumerate(budget_group(results, budget)):
             ev = [e for e in r["evaluations"] if e["split"] != "validation"]
             style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"],
                          lw=2.5 if r["recipe"] == "default" else 1.2)
@@ -569,7 +604,7 @@ def report(gpu_runs: Path | None = None) -> None:
             row[1].plot([e["train_seconds"] / 60 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
         for ax, xlabel in zip(row, ("training tokens (millions)", "training wall time (min, 1 thread)"), strict=True):
             ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log",
-                   title=f"budget {budget}")
+                   title=f"budget {budget}: {titles[budget]}")
             ax.axhline(250, color="gray", ls=":", lw=1)
             ax.grid(alpha=0.3, which="both")
         row[1].legend(fontsize=7, ncol=2)
@@ -577,7 +612,7 @@ def report(gpu_runs: Path | None = None) -> None:
     fig.savefig(HERE / "curves.png", dpi=90)
 
     fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
-    for i, r in enumerate(r for r in results if r["budget"] == budgets[-1]):
+    for i, r in enumerate(budget_group(results, budgets[-1])):
         ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
         x = [e["tokens"] / 1e6 for e in ev]
         style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"])
@@ -594,7 +629,7 @@ def report(gpu_runs: Path | None = None) -> None:
     for i, g in enumerate(gpu):
         axes[3].plot([r["step"] * g["batch"] * MEAN_LEN_128 / 1e6 for r in g["valid"]],
                      [r["mlm_perplexity"] for r in g["valid"]], color=f"C{i}", label=g["run"])
-    cpu_full = [r for r in results if r["budget"] == budgets[-1]]
+    cpu_full = budget_group(results, budgets[-1])
     for i, r in enumerate(cpu_full):
         ev = [e for e in r["evaluations"] if e["split"] != "validation"]
         axes[3].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=f"C{i % 10}",
