@@ -597,50 +597,64 @@ def report(gpu_runs: Path | None = None) -> None:
     fig, axes = plt.subplots(len(budgets), 2, figsize=(13, 4.6 * len(budgets)), squeeze=False)
     for row, budget in zip(axes, budgets, strict=True):
         for i, r in enumerate(budget_group(results, budget)):
-            ev = [e for e in r["evaluations"] if e["split"] != "validation"]
-            style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"],
-                         lw=2.5 if r["recipe"] == "default" else 1.2)
+            ev = [e for e in r["evaluations"] if e["split"] != "validation" and e["step"] > 0]
+            style = dict(color=plt.cm.tab20(i % 20), ls="-" if i < 20 else "--", marker="o", ms=3,
+                         label=r["recipe"], lw=2.5 if r["recipe"] == "default" else 1.2)
             row[0].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
             row[1].plot([e["train_seconds"] / 60 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
         for ax, xlabel in zip(row, ("training tokens (millions)", "training wall time (min, 1 thread)"), strict=True):
-            ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log",
+            ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log", ylim=(200, 1000),
                    title=f"budget {budget}: {titles[budget]}")
             ax.axhline(250, color="gray", ls=":", lw=1)
+            ax.text(ax.get_xlim()[0], 252, " target 250", color="gray", fontsize=8, va="bottom")
             ax.grid(alpha=0.3, which="both")
         row[1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(HERE / "curves.png", dpi=90)
 
-    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
+    fig, grid = plt.subplots(2, 3, figsize=(18, 9))
+    axes = grid.ravel()
+    panels = [("kl_to_unigram", "nats per masked token", "KL(model || unigram distribution)"),
+              ("top1_in_10_most_frequent", "share", "top-1 predictions among the 10 most frequent tokens"),
+              ("attention_entropy_per_layer", "nats (uniform over 122 tokens: 4.8)",
+               "attention entropy: layer 1 (solid), layer 4 (dashed)"),
+              ("max_head_prev_token_attention", "attention weight (uniform: 0.008)",
+               "largest mean attention of one head to the previous token"),
+              ("mean_attention_to_cls_sep_per_layer", "share of attention (uniform: about 0.025)",
+               "attention to [CLS]/[SEP], mean over heads, layer 4 (runs with this probe)")]
     for i, r in enumerate(budget_group(results, budgets[-1])):
         ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
         x = [e["tokens"] / 1e6 for e in ev]
-        style = dict(color=f"C{i % 10}", ls="-" if i < 10 else "--", marker="o", ms=3, label=r["recipe"])
-        axes[0].plot(x, [e["kl_to_unigram"] for e in ev], **style)
-        axes[1].plot(x, [e["top1_in_10_most_frequent"] for e in ev], **style)
-        axes[2].plot(x, [e["max_head_prev_token_attention"] for e in ev], **style)
-    axes[0].set(ylabel="KL(model || unigram), nats per masked token", title="distance from the unigram")
-    axes[1].set(ylabel="share", title="top-1 prediction among the 10 most frequent tokens")
-    axes[2].set(ylabel="attention weight", title="largest mean attention of a head to the previous token")
-    for ax in axes[:3]:
-        ax.set(xlabel="training tokens (millions)")
+        style = dict(color=plt.cm.tab20(i % 20), marker="o", ms=3, label=r["recipe"])
+        for ax, (key, _, _) in zip(axes, panels, strict=False):
+            if not all(key in e for e in ev):
+                continue
+            values = [e[key] for e in ev]
+            if key == "attention_entropy_per_layer":
+                ax.plot(x, [v[0] for v in values], **style)
+                ax.plot(x, [v[-1] for v in values], **{**style, "ls": "--", "label": None})
+            elif key == "mean_attention_to_cls_sep_per_layer":
+                ax.plot(x, [v[-1] for v in values], **style)
+            else:
+                ax.plot(x, values, **style)
+    for ax, (_, ylabel, title) in zip(axes, panels, strict=False):
+        ax.set(xlabel="training tokens (millions)", ylabel=ylabel, title=title)
         ax.grid(alpha=0.3)
-    axes[2].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     for i, g in enumerate(gpu):
-        axes[3].plot([r["step"] * g["batch"] * MEAN_LEN_128 / 1e6 for r in g["valid"]],
+        axes[5].plot([r["step"] * g["batch"] * MEAN_LEN_128 / 1e6 for r in g["valid"]],
                      [r["mlm_perplexity"] for r in g["valid"]], color=f"C{i}", label=g["run"])
     cpu_full = budget_group(results, budgets[-1])
     for i, r in enumerate(cpu_full):
         ev = [e for e in r["evaluations"] if e["split"] != "validation"]
-        axes[3].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=f"C{i % 10}",
-                     ls=":", lw=1)
-    axes[3].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
-    axes[3].set(xscale="log", yscale="log", xlabel="training tokens (millions)", ylabel="validation perplexity",
+        axes[5].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev],
+                     color=plt.cm.tab20(i % 20), ls=":", lw=1)
+    axes[5].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
+    axes[5].set(xscale="log", yscale="log", xlabel="training tokens (millions)", ylabel="validation perplexity",
                 title="GPU runs (batch 256, solid) vs CPU runs (dotted)")
-    axes[3].grid(alpha=0.3, which="both")
-    axes[3].legend(fontsize=7)
-    fig.suptitle(f"The plateau (CPU budget {budgets[-1]}): predictions stay near the unigram distribution and "
-                 "attention stays uniform")
+    axes[5].grid(alpha=0.3, which="both")
+    axes[5].legend(fontsize=7)
+    fig.suptitle(f"The plateau: CPU runs of budget '{budgets[-1]}' (fixed validation subset), GPU runs beside them")
     fig.tight_layout()
     fig.savefig(HERE / "plateau.png", dpi=90)
     print(f"wrote {HERE / 'README.md'}, curves.png, plateau.png")
