@@ -19,19 +19,16 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import RESULTS_DIR, configure_process, machine_info, median, write_results  # noqa: E402
 
-from bertlib.data import load_wikitext2, split_documents, wikitext_documents  # noqa: E402
-from bertlib.pretraining_data import (  # noqa: E402
-    PretrainingDataset,
-    encode_corpus,
-    padding_waste,
-    pretraining_dataloader,
-)
+from bertlib.batching import padding_waste  # noqa: E402
+from bertlib.corpus import encode_corpus  # noqa: E402
+from bertlib.data import wikitext_documents, wikitext_paragraphs  # noqa: E402
+from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader  # noqa: E402
 from bertlib.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer  # noqa: E402
 
 
 def time_tokenizer_training(vocab_size: int, repeats: int) -> tuple[dict[str, Any], Any]:
     "Seconds to train the WordPiece tokenizer on the train split's paragraphs (as `python -m bertlib prepare`)."
-    paragraphs = [p for doc in split_documents(load_wikitext2("train"), unit="paragraphs") for p in doc]
+    paragraphs = wikitext_paragraphs("train")
     times = []
     for _ in range(repeats):
         start = time.perf_counter()

@@ -32,12 +32,13 @@ from bench_utils import (  # noqa: E402
 )
 
 from bertlib.config import BertConfig  # noqa: E402
-from bertlib.data import load_wikitext2, split_documents  # noqa: E402
-from bertlib.evaluate import fill_mask  # noqa: E402
+from bertlib.evaluate import fill_mask, validation_metrics  # noqa: E402
+from bertlib.helpers import IGNORE_INDEX, autocast, resolve_device  # noqa: E402
 from bertlib.interop import save_pretrained_hf, to_transformers  # noqa: E402
-from bertlib.model import IGNORE_INDEX, BertForPreTraining  # noqa: E402
-from bertlib.tokenizer import train_tokenizer  # noqa: E402
-from bertlib.train import autocast, evaluation_loader, load_model, resolve_device, validation_metrics  # noqa: E402
+from bertlib.model import BertForPreTraining  # noqa: E402
+from bertlib.pretraining_data import evaluation_loader  # noqa: E402
+from bertlib.runs import load_model  # noqa: E402
+from bertlib.tokenizer import train_wikitext_tokenizer  # noqa: E402
 
 SENTENCE = "the [MASK] of the river was covered with trees and grass ."
 
@@ -81,8 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.run:
         model, tokenizer = load_model(args.run, device)
     else:
-        tokenizer = train_tokenizer([p for d in split_documents(load_wikitext2("train"), unit="paragraphs")
-                                     for p in d])
+        tokenizer = train_wikitext_tokenizer()
         torch.manual_seed(0)
         model = BertForPreTraining(BertConfig.from_preset(args.preset, vocab_size=tokenizer.get_vocab_size()))
         model = model.to(device).eval()

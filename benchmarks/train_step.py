@@ -38,7 +38,8 @@ from bench_utils import (  # noqa: E402
 from bertlib import interop  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
 from bertlib.model import BertForPreTraining  # noqa: E402
-from bertlib.pretraining_data import CLS_ID, MASK_ID, SEP_ID, SPECIAL_IDS, mask_tokens  # noqa: E402
+from bertlib.pretraining_data import mask_tokens  # noqa: E402
+from bertlib.tokenizer import CLS_ID, MASK_ID, SEP_ID, SPECIAL_IDS  # noqa: E402
 
 SIDES = ("bertlib", "transformers")
 # Dense bf16 tensor-core peaks (no sparsity), in FLOP/s, from the vendors' data sheets; the first name that

@@ -1,31 +1,58 @@
-"""The `bertlib` command line: `python -m bertlib <command> --help` explains each command."""
+"""The `bertlib` command line: `python -m bertlib <command> --help` explains each command.
+
+Written by hand; the training options are made from the fields of `bertlib.train_config`.
+"""
+
 import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
+import types
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import get_args
+from typing import Any, Union, get_args, get_origin
 
-from bertlib.config import PRESETS, BertConfig
-from bertlib.data import SPLITS, WIKITEXT_CONFIGS, corpus_stats, load_wikitext2, split_documents
-from bertlib.pretraining_data import Pairing
-from bertlib.tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
-from bertlib.train import SCHEDULES, RunError, TrainConfig, checkpoints, load_run, read_metrics
+from .config import PRESETS, BertConfig
+from .data import SPLITS, WIKITEXT_CONFIGS, corpus_stats, load_wikitext2, wikitext_paragraphs
+from .runs import RunError, checkpoints, load_model, load_run, read_metrics
+from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
+from .train_config import PretrainConfig
 
-DEFAULT_MAX_STEPS = 1000  # without --max-steps or --epochs: about half an hour of `mini` on a laptop CPU
-# pretrain flags that map one to one onto TrainConfig fields
-TRAIN_FLAGS = ("max_steps", "epochs", "batch_size", "grad_accum", "max_seq_len", "lr", "weight_decay", "warmup_ratio",
-               "schedule", "max_grad_norm", "seed", "pairing", "whole_word_mask", "log_every", "eval_every",
-               "eval_batches", "save_every", "keep_checkpoints", "device", "compile", "num_workers")
+DEFAULT_MAX_STEPS = 1000  # without --max-steps or --epochs: about 20 minutes of `mini` on a laptop CPU
 
 
 class UsageError(Exception):
     "A problem the user can fix; printed as one line, exit code 2."
 
 
-def _paragraphs(rows: list[str]) -> list[str]:
-    return [p for doc in split_documents(rows, unit="paragraphs") for p in doc]
+def _field_type(annotation: Any) -> type:
+    "The plain type of a config field: `int | None` -> int."
+    if get_origin(annotation) in (Union, types.UnionType):
+        return next(t for t in get_args(annotation) if t is not type(None))
+    return annotation
+
+
+def add_config_options(parser: argparse.ArgumentParser, config_class: type, exclude: tuple[str, ...] = ()) -> None:
+    """One option per field of a config dataclass (`--max-steps` for `max_steps`), typed, with the help text
+    and choices of the field's metadata. Options not given stay None, so that only what the user typed
+    overrides the defaults or a resumed run's settings."""
+    for f in fields(config_class):
+        if f.name in exclude:
+            continue
+        kind = f.metadata.get("parse", _field_type(f.type))
+        default = "" if f.default is MISSING or f.default is None else f" ({f.default})"
+        if kind is bool:
+            typed = {"action": argparse.BooleanOptionalAction}
+        else:
+            metavar = {int: "N", float: "X"}.get(kind, None if "choices" in f.metadata else "S")
+            typed = {"type": kind, "metavar": metavar}
+        parser.add_argument("--" + f.name.replace("_", "-"), default=None, help=f.metadata.get("help", "") + default,
+                            choices=f.metadata.get("choices"), **typed)
+
+
+def given_options(args: argparse.Namespace, config_class: type) -> dict[str, Any]:
+    "The config fields the user typed on the command line."
+    return {f.name: value for f in fields(config_class) if (value := getattr(args, f.name, None)) is not None}
 
 
 def prepare(args: argparse.Namespace) -> None:
@@ -47,11 +74,11 @@ def prepare(args: argparse.Namespace) -> None:
         print(f"  {split:<11}" + "".join(f"{stats[c]:>12,}" for c in columns))
 
     start = time.perf_counter()
-    tokenizer = train_tokenizer(_paragraphs(rows["train"]), vocab_size=args.vocab_size,
+    tokenizer = train_tokenizer(wikitext_paragraphs("train", args.config, args.data_dir), vocab_size=args.vocab_size,
                                 lowercase=not args.cased, show_progress=sys.stderr.isatty())
     seconds = time.perf_counter() - start
     path = save_tokenizer(tokenizer, out)
-    valid = _paragraphs(rows["validation"])
+    valid = wikitext_paragraphs("validation", args.config, args.data_dir)
     ids = [e.ids for e in tokenizer.encode_batch(valid, add_special_tokens=False)]
     n_tokens = sum(map(len, ids))
     n_unk = sum(x.count(tokenizer.token_to_id(UNK)) for x in ids)
@@ -61,43 +88,46 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"saved {path} and {path.parent / 'vocab.txt'}")
 
 
-def _train_config(args: argparse.Namespace, saved: TrainConfig | None) -> TrainConfig:
-    "The flags given on the command line over the saved config (resume) or the defaults (new run)."
-    # unset flags are None (store_true flags False), so only what the user typed overrides the defaults
-    given = {name: value for name in TRAIN_FLAGS if (value := getattr(args, name)) is not None and value is not False}
-    values = asdict(saved) if saved else {"data_config": args.config}
-    if "max_steps" in given or "epochs" in given or not saved:
-        values.update(max_steps=None, epochs=None)  # a new length replaces the old one
-        if "max_steps" not in given and "epochs" not in given:
+def _train_config(args: argparse.Namespace, saved: PretrainConfig | None) -> PretrainConfig:
+    "The options given on the command line over the saved config (resume) or the defaults (new run)."
+    given = given_options(args, PretrainConfig)
+    values = saved.to_dict() if saved else {}
+    if {"max_steps", "epochs", "time_budget"} & set(given) or not saved:
+        values.update(max_steps=None, epochs=None, time_budget=None)  # a new length replaces the old one
+        if not {"max_steps", "epochs", "time_budget"} & set(given):
             given["max_steps"] = DEFAULT_MAX_STEPS
-    return TrainConfig.from_dict({**values, **given})
+    return PretrainConfig.from_dict({**values, **given})
 
 
 def pretrain(args: argparse.Namespace) -> None:
     "Pre-train BERT (MLM + NSP) on WikiText-2 into a run folder; with --resume, continue a run."
-    import torch
+    from .pretrain import pretrain as pretrain_run
 
-    from bertlib.train import pretrain as pretrain_run
-
-    out = Path(args.output_dir or f"runs/{args.preset}")
+    out = Path(args.output_dir or f"runs/{args.preset or 'mini'}")
     start = time.perf_counter()
     try:
         if args.resume:
+            model_flags = [f"--{name.replace('_', '-')}" for name in given_options(args, BertConfig)]
+            ignored = [flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer))
+                       if value is not None] + model_flags
+            if ignored:
+                raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
+                                 f"cannot change them; leave them out, or start a new run")
             model_config, tokenizer = None, None
-            cfg = _train_config(args, load_run(out)[1])
+            saved = load_run(out)[1]
+            cfg = _train_config(args, saved)
+            if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs):
+                print(f"the run's length changes from {_length(saved)} to {_length(cfg)}: the learning-rate "
+                      f"schedule is recomputed for the new length, so from here on the run differs from one "
+                      f"made that long from the start", file=sys.stderr)
         else:
             cfg = _train_config(args, None)
             tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
             vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
-            model_config = BertConfig.from_preset(args.preset, vocab_size=vocab)
-        # tiny softmax gradients would otherwise fall into the slow denormal range of CPU arithmetic; the setting
-        # is process-wide, so it is switched back (to PyTorch's default) when the command is done
-        torch.set_flush_denormal(True)
-        try:
-            records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
-                                   resume=args.resume)
-        finally:
-            torch.set_flush_denormal(False)
+            model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
+                                                                            "vocab_size": vocab})
+        records = pretrain_run(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
+                               resume=args.resume, on_log=_print_event)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     valid = [r for r in records if r.get("split") == "validation"]
@@ -110,23 +140,30 @@ def pretrain(args: argparse.Namespace) -> None:
     print(f"test scores: python -m bertlib evaluate {out} --split test")
 
 
+def _print_event(record: dict) -> None:
+    "Say what the run decided on its own (a time budget turned into steps, a schedule made longer)."
+    if "event" in record:
+        timing = (f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a "
+                  f"validation)" if "seconds_per_step" in record else "")
+        print(f"step {record['step']}: {record['event']}{timing}", file=sys.stderr)
+
+
+def _length(cfg: PretrainConfig) -> str:
+    if cfg.max_steps is not None:
+        return f"{cfg.max_steps:,} steps"
+    return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
+
+
 def evaluate(args: argparse.Namespace) -> None:
     "Score a run's newest checkpoint on the statically masked validation or test split."
-    from bertlib.evaluate import evaluate_run, unigram_baseline
-    from bertlib.pretraining_data import wikitext_corpus
-    from bertlib.train import evaluation_loader
+    from .evaluate import evaluate_run
 
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
     try:
         scores = evaluate_run(args.run, args.split, device=args.device, batch_size=args.batch_size,
-                              data_dir=args.data_dir)
-        if args.baseline:
-            _, cfg, tokenizer = load_run(args.run)
-            train_ids = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=args.data_dir).ids
-            loader = evaluation_loader(args.split, tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
-                                       data_config=cfg.data_config, data_dir=args.data_dir)
-            baseline = unigram_baseline(train_ids, loader, tokenizer.get_vocab_size())
-            scores.update({f"unigram_{k}": v for k, v in baseline.items()})
-    except (RunError, FileNotFoundError, ConnectionError, ImportError) as err:
+                              data_dir=args.data_dir, baseline=args.baseline)
+    except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     if args.json:
         print(json.dumps(scores))
@@ -138,9 +175,12 @@ def evaluate(args: argparse.Namespace) -> None:
 
 def fill_mask(args: argparse.Namespace) -> None:
     "Guess the token behind each [MASK] in a text with a trained run."
-    from bertlib.evaluate import fill_mask as guess
-    from bertlib.train import load_model
+    from .evaluate import fill_mask as guess
 
+    try:
+        args.text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
     try:
         model, tokenizer = load_model(args.run)
         guesses = guess(model, tokenizer, args.text, top_k=args.top_k)
@@ -155,10 +195,14 @@ def fill_mask(args: argparse.Namespace) -> None:
 
 def export_hf(args: argparse.Namespace) -> None:
     "Write a run's newest checkpoint and tokenizer as a folder HF transformers loads (from_pretrained, pipeline)."
-    from bertlib.interop import save_pretrained_hf
-    from bertlib.train import load_model
+    from .interop import save_pretrained_hf
 
-    out = Path(args.output)
+    out, run = Path(args.output), Path(args.run)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder; choose a folder to write the model into")
+    if run.is_dir() and (out.resolve() == run.resolve() or run.resolve() in out.resolve().parents):
+        raise UsageError(f"{out} is the run folder {run} (or inside it), whose files the export would replace; "
+                         f"choose another folder")
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UsageError(f"{out} exists and is not empty; pass --overwrite to replace its files, or choose another one")
     try:
@@ -178,7 +222,7 @@ def info(args: argparse.Namespace) -> None:
     records = read_metrics(Path(args.run) / "metrics.jsonl")
     train = [r for r in records if "loss" in r]
     valid = [r for r in records if r.get("split") == "validation"]
-    summary = {"run": str(args.run), "model": model_config.to_dict(), "training": asdict(cfg),
+    summary = {"run": str(args.run), "model": model_config.to_dict(), "training": cfg.to_dict(),
                "vocabulary": tokenizer.get_vocab_size(),
                "checkpoints": [c.name for c in checkpoints(args.run)],
                "last_train": train[-1] if train else None, "last_validation": valid[-1] if valid else None}
@@ -199,7 +243,8 @@ def info(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bertlib", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bertlib", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, func, help: str) -> argparse.ArgumentParser:
@@ -216,36 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cased", action="store_true", help="keep case and accents")
     p.add_argument("--overwrite", action="store_true", help="replace an existing tokenizer in --output-dir")
 
-    d = TrainConfig(max_steps=1)  # for the defaults shown in --help
     p = command("pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job)")
-    p.add_argument("--preset", choices=tuple(PRESETS), default="mini", help="model size (default: mini)")
+    p.add_argument("--preset", choices=tuple(PRESETS), help="model size (mini)")
     p.add_argument("--output-dir", help="the run folder (default: runs/PRESET); must be new unless --resume")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
-    p.add_argument("--max-steps", type=int, help=f"optimiser steps (default: {DEFAULT_MAX_STEPS} unless --epochs)")
-    p.add_argument("--epochs", type=float, help="train this many passes over the data instead of --max-steps")
-    p.add_argument("--batch-size", type=int, help=f"sequences per optimiser step, over all processes ({d.batch_size})")
-    p.add_argument("--grad-accum", type=int, help=f"micro-batches per optimiser step ({d.grad_accum})")
-    p.add_argument("--max-seq-len", type=int, help=f"tokens per sequence, special tokens included ({d.max_seq_len})")
-    p.add_argument("--lr", type=float, help=f"peak learning rate ({d.lr})")
-    p.add_argument("--weight-decay", type=float, help=f"AdamW weight decay of the matrices ({d.weight_decay})")
-    p.add_argument("--warmup-ratio", type=float, help=f"share of the steps spent warming up ({d.warmup_ratio})")
-    p.add_argument("--schedule", choices=SCHEDULES, help=f"learning-rate decay ({d.schedule})")
-    p.add_argument("--max-grad-norm", type=float, help=f"gradient clipping ({d.max_grad_norm})")
-    p.add_argument("--seed", type=int, help=f"seed of the weights, data order, masks and dropout ({d.seed})")
-    p.add_argument("--pairing", choices=get_args(Pairing), help=f"how NSP pairs are made ({d.pairing})")
-    p.add_argument("--whole-word-mask", action="store_true", help="mask whole words rather than single pieces")
-    p.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
     p.add_argument("--tokenizer", help="use this tokenizer.json (e.g. from `prepare`) instead of training one")
-    p.add_argument("--config", choices=WIKITEXT_CONFIGS, default="wikitext-2-v1", help="WikiText-2 variant")
     p.add_argument("--data-dir", default=None, help=data_dir_help)
-    p.add_argument("--device", help="'auto' (a GPU if there is one), 'cpu', 'cuda', 'cuda:1', ... (auto)")
-    p.add_argument("--compile", action="store_true", help="compile the model with torch.compile (best on a GPU)")
-    p.add_argument("--num-workers", type=int, help="data loader processes (0 on a CPU, 4 with a GPU)")
-    p.add_argument("--log-every", type=int, help=f"steps between logged losses ({d.log_every})")
-    p.add_argument("--eval-every", type=int, help=f"steps between validations ({d.eval_every})")
-    p.add_argument("--eval-batches", type=int, help="validation batches per validation (all)")
-    p.add_argument("--save-every", type=int, help=f"steps between checkpoints ({d.save_every})")
-    p.add_argument("--keep-checkpoints", type=int, help=f"newest checkpoints kept on disk ({d.keep_checkpoints})")
+    add_config_options(p.add_argument_group("training (bertlib.train_config.PretrainConfig)"), PretrainConfig)
+    model = p.add_argument_group("model (bertlib.config.BertConfig), over the preset's values")
+    model.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
+    add_config_options(model, BertConfig, exclude=("vocab_size", "pad_token_id"))
 
     p = command("evaluate", evaluate, "score a run on the validation or test split")
     p.add_argument("run", help="the run folder")
@@ -274,10 +299,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command. Errors a user can cause are one line on stderr and exit code 2; an interrupted run
+    saves a checkpoint and exits with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
+    from .trainer import TrainingInterrupted
+
     args = build_parser().parse_args(argv)
     try:
         args.func(args)
-    except UsageError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except TrainingInterrupted as stop:
+        print(f"{stop}", file=sys.stderr)
+        return 128 + stop.signum
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside training: every file on disk is whole
+        print("interrupted", file=sys.stderr)
+        return 130
+    except (UsageError, RunError, ValueError, OSError, UnicodeError) as err:
+        if args.debug:
+            raise
+        print(f"error: {err}".splitlines()[0], file=sys.stderr)
         return 2
+    except Exception as err:  # a bug, not a mistake of the user's: still one line, and how to see more
+        if args.debug:
+            raise
+        print(f"error: unexpected {type(err).__name__}: {err}".splitlines()[0] + " (run with --debug for the "
+              "traceback, and please report it)", file=sys.stderr)
+        return 1
     return 0

@@ -8,14 +8,14 @@ __all__ = ["ACTIVATIONS", "NORM_STYLES", "PRESETS", "BertConfig"]
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from .data import atomic_write, check_choice
+from .helpers import atomic_write, check_choice
 
 # One table serves validation and construction: the names are HF's `hidden_act` values.
 ACTIVATIONS: dict[str, type[nn.Module] | partial] = {
@@ -44,20 +44,23 @@ class BertConfig:
     (LayerNorm after each residual sum, as in the paper) or "pre" (before each sub-layer, plus a final
     LayerNorm)."""
 
-    vocab_size: int = 8192
-    hidden_size: int = 256
-    num_hidden_layers: int = 4
-    num_attention_heads: int = 4
-    intermediate_size: int = 1024
-    hidden_act: str = "gelu"
-    hidden_dropout_prob: float = 0.1
-    attention_probs_dropout_prob: float = 0.1
-    max_position_embeddings: int = 512
-    type_vocab_size: int = 2
-    initializer_range: float = 0.02
-    layer_norm_eps: float = 1e-12
-    pad_token_id: int = 0
-    norm_style: str = "post"
+    vocab_size: int = field(default=8192, metadata={"help": "tokens in the vocabulary"})
+    hidden_size: int = field(default=256, metadata={"help": "width of every token's vector"})
+    num_hidden_layers: int = field(default=4, metadata={"help": "encoder layers"})
+    num_attention_heads: int = field(default=4, metadata={"help": "attention heads per layer"})
+    intermediate_size: int = field(default=1024, metadata={"help": "width of the feed-forward network"})
+    hidden_act: str = field(default="gelu", metadata={"help": "activation of the feed-forward network",
+                                                      "choices": tuple(ACTIVATIONS)})
+    hidden_dropout_prob: float = field(default=0.1, metadata={"help": "dropout on embeddings and sub-layer outputs"})
+    attention_probs_dropout_prob: float = field(default=0.1, metadata={"help": "dropout on attention probabilities"})
+    max_position_embeddings: int = field(default=512, metadata={"help": "longest input, in tokens"})
+    type_vocab_size: int = field(default=2, metadata={"help": "segment ids (2: A and B)"})
+    initializer_range: float = field(default=0.02, metadata={"help": "standard deviation of the initial weights"})
+    layer_norm_eps: float = field(default=1e-12, metadata={"help": "LayerNorm's epsilon"})
+    pad_token_id: int = field(default=0, metadata={"help": "id of [PAD]"})
+    norm_style: str = field(default="post", metadata={"help": "'post' (LayerNorm after each residual sum, as in "
+                                                              "the paper) or 'pre' (before each sub-layer)",
+                                                      "choices": NORM_STYLES})
 
     def __post_init__(self) -> None:
         for name in _POSITIVE_INTS:

@@ -1,4 +1,6 @@
-"""Conversion between bertlib's BERT and HF `transformers`' BERT (weights, configs, tokenizer, saved directory).
+"""Conversion between bertlib's BERT and HF `transformers`' BERT (weights, configs, tokenizer, saved directory):
+the pre-training model and every fine-tuning head, both ways, and the encoder of any HF BERT checkpoint (a hub
+id or a folder) for fine-tuning with bertlib.
 
 Written by hand; notebook 05 presents it.
 """
@@ -6,6 +8,7 @@ Written by hand; notebook 05 presents it.
 import dataclasses
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import tokenizers
@@ -15,11 +18,20 @@ from tokenizers import decoders
 
 from .config import BertConfig
 from .encoder import HF_LAYER_NAMES
+from .heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from .model import BertForPreTraining
 from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
-__all__ = ["SPECIAL_TOKENS", "hf_name", "hf_names", "to_hf_config", "from_hf_config", "to_transformers",
-           "from_transformers", "to_hf_tokenizer", "save_pretrained_hf"]
+__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "hf_name", "hf_names", "to_hf_config", "from_hf_config",
+           "to_transformers", "from_transformers", "to_hf_tokenizer", "save_pretrained_hf", "load_hf_encoder"]
+
+BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
+                | BertForQuestionAnswering)
+# our model classes -> HF's, which hold the same weights under the names `hf_name` gives
+HF_CLASSES = {BertForPreTraining: transformers.BertForPreTraining,
+              BertForSequenceClassification: transformers.BertForSequenceClassification,
+              BertForTokenClassification: transformers.BertForTokenClassification,
+              BertForQuestionAnswering: transformers.BertForQuestionAnswering}
 
 SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
@@ -45,18 +57,22 @@ def hf_name(key: str) -> str:
     return f"{_HF_MODULE_NAMES.get(module, module)}.{kind}"
 
 
-def hf_names(model: BertForPreTraining) -> dict[str, str]:
+def hf_names(model: BertLibModel) -> dict[str, str]:
     "Our state-dict key -> HF's, for every parameter of `model`."
     return {key: hf_name(key) for key in model.state_dict()}
 
 
-def to_hf_config(config: BertConfig) -> transformers.BertConfig:
-    "The `transformers.BertConfig` of the same model; raises ValueError for options HF BERT lacks."
+def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
+                 label_names: Sequence[str] | None = None) -> transformers.BertConfig:
+    """The `transformers.BertConfig` of the same model (for the HF class `architecture`, and a head's label
+    names as `id2label`); raises ValueError for options HF BERT lacks."""
     if config.norm_style != "post":
         raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported: HF transformers' BERT "
                          f"supports only norm_style='post' (LayerNorm after each residual sum)")
     fields = {k: v for k, v in config.to_dict().items() if k != "norm_style"}
-    return transformers.BertConfig(**fields, architectures=["BertForPreTraining"])
+    labels = {} if label_names is None else {"id2label": dict(enumerate(label_names)),
+                                              "label2id": {name: i for i, name in enumerate(label_names)}}
+    return transformers.BertConfig(**fields, **labels, architectures=[architecture])
 
 
 def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
@@ -79,28 +95,51 @@ def _match(module: torch.nn.Module, like: torch.nn.Module) -> torch.nn.Module:
     return module.to(device=param.device, dtype=param.dtype).train(like.training)
 
 
-def to_transformers(model: BertForPreTraining) -> transformers.BertForPreTraining:
-    "A `transformers.BertForPreTraining` holding copies of `model`'s weights (same device, dtype and mode)."
-    hf_model = transformers.BertForPreTraining(to_hf_config(model.config))
+def _our_class(model: torch.nn.Module) -> type:
+    """The bertlib class `model` is, found by name so that a notebook's own build of the class (the code the
+    library mirrors) converts too."""
+    by_name = {cls.__name__: cls for cls in HF_CLASSES}
+    if type(model).__name__ not in by_name:
+        raise TypeError(f"{type(model).__name__} has no HF counterpart; convertible: {', '.join(by_name)}")
+    return by_name[type(model).__name__]
+
+
+def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
+    """The HF model of the same class (`HF_CLASSES`: `transformers.BertForPreTraining`, `...ForSequence-
+    Classification`, ...) holding copies of `model`'s weights (same device, dtype and mode) and its label names."""
+    ours = _our_class(model)
+    if getattr(model, "pooling", "cls") != "cls":
+        raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
+                         f"the pooled [CLS] vector only (pooling='cls')")
+    hf_class = HF_CLASSES[ours]
+    labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
+    hf_model = hf_class(to_hf_config(model.config, hf_class.__name__, labels))
     state = model.state_dict()
     hf_state = {hf_name(key): value for key, value in state.items()}
-    hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
+    if ours is BertForPreTraining:
+        hf_state.update({hf_key: state[key] for hf_key, key in _HF_TIED.items()})
     hf_model.load_state_dict(hf_state)
     return _match(hf_model, model)
 
 
-def from_transformers(hf_model: transformers.BertForPreTraining) -> BertForPreTraining:
-    "A bertlib `BertForPreTraining` holding copies of an HF `BertForPreTraining`'s weights."
-    if not isinstance(hf_model, transformers.BertForPreTraining):
-        raise TypeError(f"expected a transformers.BertForPreTraining, got {type(hf_model).__name__}; load the "
-                        f"checkpoint with transformers.BertForPreTraining.from_pretrained")
+def from_transformers(hf_model: transformers.PreTrainedModel) -> BertLibModel:
+    "The bertlib model of the same class (`HF_CLASSES`) holding copies of an HF BERT model's weights."
+    ours = {hf: mine for mine, hf in HF_CLASSES.items()}
+    if type(hf_model) not in ours:
+        heads = ", ".join(c.__name__ for c in ours if c is not transformers.BertForPreTraining)
+        raise TypeError(f"expected a transformers.BertForPreTraining, got {type(hf_model).__name__} (or, fine-tuned, "
+                        f"one of {heads}); load the checkpoint with that class's from_pretrained")
     hf_state = hf_model.state_dict()
-    for hf_key, key in _HF_TIED.items():
-        if not torch.equal(hf_state[hf_key], hf_state[hf_name(key)]):
-            raise ValueError(f"{hf_key} differs from {hf_name(key)}: bertlib's MLM decoder is always tied to the "
-                             f"word embeddings, so an untied model cannot be converted")
+    if isinstance(hf_model, transformers.BertForPreTraining):
+        for hf_key, key in _HF_TIED.items():
+            if not torch.equal(hf_state[hf_key], hf_state[hf_name(key)]):
+                raise ValueError(f"{hf_key} differs from {hf_name(key)}: bertlib's MLM decoder is always tied to "
+                                 f"the word embeddings, so an untied model cannot be converted")
+    config = from_hf_config(hf_model.config)
+    labels = [hf_model.config.id2label[i] for i in range(hf_model.config.num_labels)]
     with torch.device("meta"):  # skip the random initialisation that the copies overwrite
-        model = BertForPreTraining(from_hf_config(hf_model.config))
+        cls = ours[type(hf_model)]
+        model = cls(config) if cls in (BertForPreTraining, BertForQuestionAnswering) else cls(config, labels)
     model.load_state_dict({key: hf_state[hf_name(key)].clone() for key in model.state_dict()}, assign=True)
     return _match(model, hf_model)
 
@@ -123,12 +162,13 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
                                                 **SPECIAL_TOKENS)
 
 
-def save_pretrained_hf(model: BertForPreTraining, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike) -> Path:
+def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike) -> Path:
     """Write `model` and `tokenizer` to the directory `path` in HF `transformers`' format and return it.
 
-    The directory holds the model as a `BertForPreTraining` (safetensors and config.json) and the fast
-    tokenizer, so `AutoModelForMaskedLM.from_pretrained(path)` (which drops the NSP head),
-    `AutoTokenizer.from_pretrained(path)` and `pipeline("fill-mask", model=path)` work. Files are written to a
+    The directory holds the model as its HF class (safetensors and config.json, with a head's label names)
+    and the fast tokenizer, so `from_pretrained(path)` and the matching pipeline work: "fill-mask" for a
+    pre-trained model (`AutoModelForMaskedLM` drops the NSP head), "text-classification",
+    "token-classification" or "question-answering" for a fine-tuned one. Files are written to a
     temporary directory first and moved in one by one, so no file is ever left half-written."""
     pad = tokenizer.token_to_id(SPECIAL_TOKENS["pad_token"])
     if pad is not None and pad != model.config.pad_token_id:
@@ -147,3 +187,19 @@ def save_pretrained_hf(model: BertForPreTraining, tokenizer: tokenizers.Tokenize
         for file in Path(tmp).iterdir():
             os.replace(file, path / file.name)
     return path
+
+
+def load_hf_encoder(name_or_path: str | os.PathLike
+                    ) -> tuple[BertConfig, dict[str, torch.Tensor], tokenizers.Tokenizer]:
+    """The encoder of an HF BERT checkpoint (a hub id such as `google/bert_uncased_L-4_H-256_A-4`, or a local
+    folder): its `BertConfig`, its weights under bertlib's names (`bert.*`, for a head's `load_encoder`) and its
+    tokenizer. Its special tokens keep their own ids (Google's vocabulary puts `[CLS]` at 101, not at 2)."""
+    hf_model = transformers.BertModel.from_pretrained(name_or_path)
+    config = from_hf_config(hf_model.config)
+    hf_state = hf_model.state_dict()
+    with torch.device("meta"):
+        names = [key for key in BertForPreTraining(config).state_dict() if key.startswith("bert.")]
+    state = {key: hf_state[hf_name(key).removeprefix("bert.")].clone() for key in names
+             if hf_name(key).removeprefix("bert.") in hf_state}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(name_or_path).backend_tokenizer
+    return config, state, tokenizers.Tokenizer.from_str(tokenizer.to_str())

@@ -1,8 +1,46 @@
-"""Shared fixtures. WikiText-2 comes from $BERTLIB_DATA_DIR when set (CI), else from the hub."""
+"""Shared fixtures and test policies.
+
+- WikiText-2 comes from $BERTLIB_DATA_DIR when set (CI), else from the hub.
+- One WikiText tokenizer is trained per session and shared (`fast_tokenizer`, `tokenizer_file`).
+- Nothing is written outside temporary folders: the corpus cache goes to a session folder.
+- `pytest -m "not slow"` is the fast lane; notebook replays (nbval) count as slow.
+- A missing tool (a browser, say) skips a test on a developer's machine and fails it under CI (`CI=1`, set by
+  `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
+"""
+import os
+
 import pytest
 
-from bertlib.data import load_wikitext2, split_documents
-from bertlib.tokenizer import train_tokenizer
+from bertlib.corpus import wikitext_corpus
+from bertlib.data import load_wikitext2
+from bertlib.tokenizer import save_tokenizer, train_wikitext_tokenizer
+
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_tool(reason: str) -> None:
+    "Skip on a developer's machine, fail under CI: there a missing tool must not pass silently."
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=1, so this fails instead of skipping)")
+    pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_in_a_temporary_folder(tmp_path_factory):
+    "Corpus caches of the tests go to a session folder, never to ~/.cache."
+    previous = os.environ.get("BERTLIB_CACHE_DIR")
+    os.environ["BERTLIB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    yield
+    if previous is None:
+        os.environ.pop("BERTLIB_CACHE_DIR", None)
+    else:
+        os.environ["BERTLIB_CACHE_DIR"] = previous
 
 
 @pytest.fixture(scope="session")
@@ -12,6 +50,18 @@ def wikitext():
 
 
 @pytest.fixture(scope="session")
-def fast_tokenizer(wikitext):
-    "The library's default tokenizer, trained on the train split (about 3 s)."
-    return train_tokenizer([p for doc in split_documents(wikitext["train"], unit="paragraphs") for p in doc])
+def fast_tokenizer():
+    "The library's default tokenizer, trained once per session on the train split (about 3 s)."
+    return train_wikitext_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tokenizer_file(fast_tokenizer, tmp_path_factory):
+    "`fast_tokenizer` saved as tokenizer.json, for commands that take `--tokenizer`."
+    return save_tokenizer(fast_tokenizer, tmp_path_factory.mktemp("tokenizer"))
+
+
+@pytest.fixture(scope="session")
+def corpus(fast_tokenizer):
+    "All of WikiText-2 train (2.4M tokens) encoded with `fast_tokenizer`, once for the session."
+    return wikitext_corpus("train", fast_tokenizer)

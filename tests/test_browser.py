@@ -18,22 +18,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import missing_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "09_attention_maps.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "tests" / "artifacts"
 DONE_TEXT = "segment B starts after the first [SEP]"  # printed by the notebook's last code cell
-IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 pytestmark = pytest.mark.slow
-
-
-def unavailable(reason: str) -> None:
-    "Skip on a developer's machine, fail under CI: there a missing browser must not pass silently."
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=1, so this fails instead of skipping)")
-    pytest.skip(reason)
 
 
 def free_port() -> int:
@@ -56,13 +49,16 @@ def lab_settings(directory: Path) -> None:
 @pytest.fixture
 def jupyter_lab(tmp_path):
     "A JupyterLab server on a free port of 127.0.0.1 with a token, serving a copy of notebook 09; yields its URL."
-    # a copy without outputs: the repository's file stays untouched, and old outputs cannot pass for new ones
+    # a copy without outputs: the repository's file stays untouched, and old outputs cannot pass for new ones;
+    # it sits in notebooks/ beside a link to the shipped models, as in the repository, for its `../models` path
     notebook = json.loads((ROOT / "notebooks" / NOTEBOOK).read_text(encoding="utf-8"))
     for cell in notebook["cells"]:
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     notebook["metadata"].pop("widgets", None)
-    (tmp_path / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / NOTEBOOK).write_text(json.dumps(notebook), encoding="utf-8")
+    (tmp_path / "models").symlink_to(ROOT / "models", target_is_directory=True)
     lab_settings(tmp_path / "settings")
     port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
@@ -84,7 +80,7 @@ def jupyter_lab(tmp_path):
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"JupyterLab did not start:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
                 time.sleep(0.5)
-        yield f"{base}/lab/tree/{NOTEBOOK}?token={token}"
+        yield f"{base}/lab/tree/notebooks/{NOTEBOOK}?token={token}"
     finally:
         try:  # a clean shutdown also stops the kernel
             urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST"),
@@ -117,11 +113,11 @@ def wait_for_run_all(page, timeout_s: float = 180) -> None:
 def playwright_api():
     "Playwright's synchronous API, once the system's Chromium and Playwright are known to be there."
     if not CHROMIUM.exists():
-        unavailable(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install chromium)")
+        missing_tool(f"{CHROMIUM} not found: install Debian's Chromium (apt-get install chromium)")
     try:
         import playwright.sync_api
     except ImportError:
-        unavailable("Playwright for Python is not installed (pip install playwright; no browser download needed)")
+        missing_tool("Playwright for Python is not installed (pip install playwright; no browser download needed)")
     return playwright.sync_api
 
 

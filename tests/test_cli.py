@@ -9,8 +9,8 @@ import torch
 import transformers
 
 from bertlib.cli import main
+from bertlib.runs import read_metrics
 from bertlib.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from bertlib.train import read_metrics
 
 
 def test_prepare_trains_and_saves_a_tokenizer(tmp_path, capsys):
@@ -53,10 +53,16 @@ TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--log-e
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def tiny(tokenizer_file):
+    "The options of a tiny run, with the session's WikiText tokenizer (so no run trains its own)."
+    return [*TINY, "--tokenizer", str(tokenizer_file)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny):
     "A tiny run of 6 steps, made through the command line."
     folder = tmp_path_factory.mktemp("cli") / "run"
-    assert main(["pretrain", *TINY, "--max-steps", "6", "--output-dir", str(folder)]) == 0
+    assert main(["pretrain", *tiny, "--max-steps", "6", "--output-dir", str(folder)]) == 0
     return folder
 
 
@@ -91,7 +97,7 @@ def test_fill_mask_and_export_hf_load_in_transformers(run, tmp_path, capsys):
 
 def fill_mask_top(run, text):
     from bertlib.evaluate import fill_mask
-    from bertlib.train import load_model
+    from bertlib.runs import load_model
     model, tokenizer = load_model(run)
     return fill_mask(model, tokenizer, text)[0][0][0]
 
@@ -111,19 +117,19 @@ def one_line_error(capsys) -> str:
     return err
 
 
-def test_pretrain_refuses_an_existing_run(run, capsys):
+def test_pretrain_refuses_an_existing_run(run, tiny, capsys):
     before = (run / "metrics.jsonl").read_bytes()
-    assert main(["pretrain", *TINY, "--max-steps", "2", "--output-dir", str(run)]) == 2
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--output-dir", str(run)]) == 2
     assert "--resume" in one_line_error(capsys)
     assert (run / "metrics.jsonl").read_bytes() == before
 
 
 @pytest.mark.parametrize("args", [["--max-steps", "0"], ["--batch-size", "6", "--grad-accum", "4"],
                                   ["--max-steps", "3", "--epochs", "1"], ["--device", "cuda:7"]])
-def test_pretrain_bad_values_are_one_line_errors(tmp_path, capsys, args):
+def test_pretrain_bad_values_are_one_line_errors(tmp_path, tiny, capsys, args):
     if args == ["--device", "cuda:7"] and torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    assert main(["pretrain", *TINY, *args, "--output-dir", str(tmp_path / "new")]) == 2
+    assert main(["pretrain", *tiny, *args, "--output-dir", str(tmp_path / "new")]) == 2
     one_line_error(capsys)
 
 
@@ -171,3 +177,30 @@ def test_pretrain_leaves_denormal_arithmetic_as_it_found_it(run):
     "The command flushes denormals while it trains (speed), and must not change the process for good."
     tiny = torch.tensor([1e-39])  # below float32's smallest normal number
     assert (tiny * 1.0).item() != 0.0
+
+
+def test_time_budget_becomes_a_recorded_number_of_steps(tiny, tmp_path, capsys):
+    "--time-budget times a few steps, then trains a fixed number of steps that the run folder records."
+    run = tmp_path / "budget"
+    assert main(["pretrain", *tiny, "--time-budget", "40s", "--eval-every", "1000", "--output-dir", str(run)]) == 0
+    assert "time budget of 40 s" in capsys.readouterr().err
+    training = json.loads((run / "config.json").read_text())["training"]
+    assert training["time_budget"] == 40 and training["max_steps"] >= 1
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl") if "loss" in r][-1] == training["max_steps"]
+    for bad in ("soon", "-5m", "0s"):
+        with pytest.raises(SystemExit):
+            main(["pretrain", *tiny, "--time-budget", bad, "--output-dir", str(tmp_path / "bad")])
+
+
+def test_model_options_override_the_preset_and_resume_refuses_them(tiny, tmp_path, capsys):
+    run = tmp_path / "pre-ln"
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "0", "--norm-style", "pre",
+                 "--output-dir", str(run)]) == 0
+    model = json.loads((run / "config.json").read_text())["model"]
+    assert (model["hidden_dropout_prob"], model["norm_style"], model["num_hidden_layers"]) == (0.0, "pre", 2)
+    capsys.readouterr()
+    assert main(["pretrain", "--output-dir", str(run), "--resume", "--norm-style", "post"]) == 2
+    assert "--norm-style" in one_line_error(capsys)
+    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "1.5",
+                 "--output-dir", str(tmp_path / "bad")]) == 2
+    assert "hidden_dropout_prob" in one_line_error(capsys)

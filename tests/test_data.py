@@ -7,16 +7,15 @@ import pytest
 
 from bertlib import data
 from bertlib.data import (
-    atomic_write,
     corpus_stats,
     load_wikitext2,
     parse_heading,
-    quick_mode,
     restore_joiners,
     split_documents,
     split_sentences,
     wikitext_documents,
 )
+from bertlib.helpers import atomic_write, quick_mode
 
 
 def _write_split(root, config, split, rows):

@@ -1,4 +1,4 @@
-"""Tests of bertlib.evaluate and the validation metrics of bertlib.train, against direct computations."""
+"""Tests of bertlib.evaluate (validation metrics, baselines, token scores, fill-mask) against direct computations."""
 import math
 
 import numpy as np
@@ -7,11 +7,11 @@ import torch
 import torch.nn.functional as F
 
 from bertlib.config import BertConfig
-from bertlib.evaluate import fill_mask, token_scores, unigram_baseline
+from bertlib.corpus import encode_corpus
+from bertlib.evaluate import fill_mask, token_scores, unigram_baseline, validation_metrics
 from bertlib.model import BertForPreTraining
-from bertlib.pretraining_data import PretrainingDataset, PretrainingSampler, encode_corpus
+from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
 from bertlib.tokenizer import train_tokenizer
-from bertlib.train import make_loader, validation_metrics
 
 TEXTS = [["the cat sat on the mat .", "the dog ate the bone .", "a bird sang in the tree ."],
          ["rivers flow to the sea .", "the bank of the river was green .", "fish swim in the water ."],
@@ -26,7 +26,7 @@ def setup():
     corpus = encode_corpus(TEXTS, tokenizer, use_cache=False)
     dataset = PretrainingDataset(corpus, tokenizer, 24, seed=0, pairing="sentences", static=True,
                                  mlm_probability=0.3)
-    loader = make_loader(dataset, PretrainingSampler(dataset.lengths, 4, shuffle=False), 4)
+    loader = pretraining_dataloader(dataset, 4, shuffle=False)
     return tokenizer, model, corpus, loader
 
 
@@ -36,7 +36,8 @@ def test_validation_metrics_equal_a_dense_computation(setup):
     logits, targets, nsp_logits, nsp_targets = [], [], [], []
     with torch.no_grad():
         for b in loader:
-            out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"])  # every position projected
+            # no labels: every position is projected
+            out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
             keep = b["labels"] != -100
             logits.append(out.prediction_logits[keep])
             targets.append(b["labels"][keep])

@@ -136,8 +136,8 @@ def test_pre_ln_has_a_final_norm_and_runs():
     inputs = make_batch(config, 2, 12)
     out = model(**inputs, output_hidden_states=True)
     assert torch.isfinite(out.loss)
-    body = model.bert(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"],
-                      output_hidden_states=True)
+    body = model.bert(inputs["input_ids"], token_type_ids=inputs["token_type_ids"],
+                      attention_mask=inputs["attention_mask"], output_hidden_states=True)
     assert torch.equal(body.hidden_states[-1], body.last_hidden_state)
     assert body.last_hidden_state.mean(-1).abs().max() < 1e-4  # normalised by the final LayerNorm
 
@@ -212,3 +212,15 @@ def test_bad_inputs_raise_clear_errors(change, message):
     with pytest.raises(ValueError) as err:
         model(**inputs)
     assert message in str(err.value)
+
+
+def test_arguments_after_input_ids_are_keyword_only():
+    "An HF-style call `model(ids, mask)` must fail loudly instead of reading the mask as segment ids."
+    config = small_config()
+    model, _ = model_pair(config)
+    inputs = make_batch(config, 2, 12)
+    for module in (model, model.bert):
+        with pytest.raises(TypeError, match="positional"):
+            module(inputs["input_ids"], inputs["attention_mask"])
+    out = model(inputs["input_ids"], attention_mask=inputs["attention_mask"], token_type_ids=inputs["token_type_ids"])
+    assert out.prediction_logits.shape[:2] == inputs["input_ids"].shape

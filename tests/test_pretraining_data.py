@@ -13,27 +13,20 @@ from hypothesis import strategies as st
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DistributedSampler
 
+from bertlib.batching import LengthGroupedSampler, padding_waste, set_epoch
+from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
+from bertlib.helpers import IGNORE_INDEX
 from bertlib.pretraining_data import (
-    CLS_ID,
-    IGNORE_INDEX,
-    MASK_ID,
-    PAD_ID,
-    SEP_ID,
-    SPECIAL_IDS,
     PretrainingCollator,
     PretrainingDataset,
-    PretrainingSampler,
     build_inputs,
     continuation_table,
     create_nsp_examples,
-    encode_corpus,
     mask_tokens,
-    padding_waste,
     pretraining_dataloader,
-    set_epoch,
 )
-from bertlib.tokenizer import train_tokenizer
+from bertlib.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_IDS, train_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -42,19 +35,13 @@ def train_rows() -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def tokenizer(train_rows):
-    return train_tokenizer(train_rows[:8000], vocab_size=4096)
+def tokenizer(fast_tokenizer):
+    return fast_tokenizer
 
 
 @pytest.fixture(scope="session")
 def train_documents(train_rows) -> list[list[str]]:
     return split_documents(train_rows)
-
-
-@pytest.fixture(scope="session")
-def corpus(train_documents, tokenizer, tmp_path_factory):
-    "All of WikiText-2 train (2.4M tokens), encoded once for the session."
-    return encode_corpus(train_documents, tokenizer, cache_dir=tmp_path_factory.mktemp("cache"))
 
 
 @pytest.fixture(scope="session")
@@ -388,7 +375,7 @@ def test_works_with_distributed_samplers(small_corpus, tokenizer):
     n = len(dataset)
     shares = [list(DistributedSampler(dataset, num_replicas=2, rank=r, seed=0)) for r in range(2)]
     assert set(shares[0]) | set(shares[1]) == set(range(n)) and len(shares[0]) == len(shares[1])
-    ours = [list(PretrainingSampler(dataset.lengths, 8, num_replicas=2, rank=r)) for r in range(2)]
+    ours = [list(LengthGroupedSampler(dataset.lengths, 8, num_replicas=2, rank=r)) for r in range(2)]
     assert set(ours[0]) | set(ours[1]) == set(range(n)) and len(ours[0]) == len(ours[1]) == -(-n // 2)
     if n % 2 == 0:
         assert not set(ours[0]) & set(ours[1])
@@ -399,8 +386,8 @@ def test_works_with_distributed_samplers(small_corpus, tokenizer):
 def test_grouping_by_length_cuts_padding(corpus, tokenizer):
     dataset = PretrainingDataset(corpus.documents()[:100], tokenizer, 128, pairing="sentences")
     lengths = dataset.lengths()
-    plain = padding_waste(lengths, PretrainingSampler(lengths, 32, group_by_length=False).order(), 32)
-    grouped_sampler = PretrainingSampler(lengths, 32)
+    plain = padding_waste(lengths, LengthGroupedSampler(lengths, 32, group_by_length=False).order(), 32)
+    grouped_sampler = LengthGroupedSampler(lengths, 32)
     grouped = padding_waste(lengths, grouped_sampler.order(), 32)
     assert plain > 0.3 and grouped < 0.05
     loader = pretraining_dataloader(dataset, 32, pad_to_multiple_of=None)

@@ -18,7 +18,7 @@ def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def plain_loss(model: BertForPreTraining, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     "MLM + NSP loss from the dense path: every position scored over the whole vocabulary, every position computed."
-    out = model(inputs["input_ids"], inputs["token_type_ids"], inputs["attention_mask"])
+    out = model(inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"])
     mlm = F.cross_entropy(out.prediction_logits.flatten(0, 1), inputs["labels"].flatten())
     return mlm + F.cross_entropy(out.seq_relationship_logits, inputs["next_sentence_label"])
 

@@ -1,4 +1,5 @@
-"""Tests of bertlib.train: learning, schedules, resuming, atomic checkpoints and DDP equality."""
+"""Tests of the training loop (bertlib.trainer), the pre-training recipe (bertlib.pretrain) and run folders
+(bertlib.runs): learning, schedules, resuming, atomic checkpoints and DDP equality."""
 import os
 import socket
 
@@ -8,25 +9,18 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-import bertlib.train as train_module
+import bertlib.runs as runs_module
 from bertlib.config import BertConfig
+from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
+from bertlib.evaluate import validation_metrics
 from bertlib.model import BertForPreTraining
-from bertlib.pretraining_data import PretrainingDataset, PretrainingSampler, encode_corpus
+from bertlib.pretrain import train
+from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
+from bertlib.runs import RunError, checkpoints, load_checkpoint, read_metrics, save_checkpoint
 from bertlib.tokenizer import train_tokenizer
-from bertlib.train import (
-    RunError,
-    TrainConfig,
-    checkpoints,
-    configure_optimizer,
-    load_checkpoint,
-    lr_factor,
-    make_loader,
-    read_metrics,
-    save_checkpoint,
-    train,
-    validation_metrics,
-)
+from bertlib.train_config import TrainConfig
+from bertlib.trainer import configure_optimizer, lr_factor
 
 SEQ = 64
 
@@ -55,7 +49,7 @@ def test_tiny_model_overfits_a_tiny_corpus(small):
     model = tiny_model(tokenizer, dropout=0.0)
     cfg = TrainConfig(max_steps=250, batch_size=48, lr=3e-3, warmup_ratio=0.05, log_every=5, device="cpu")
     records = train(model, dataset, cfg, show_progress=False)
-    scores = validation_metrics(model, make_loader(dataset, PretrainingSampler(dataset.lengths, 48, shuffle=False), 48))
+    scores = validation_metrics(model, pretraining_dataloader(dataset, 48, shuffle=False))
     assert records[0]["mlm_loss"] > 5.0  # ln(600) = 6.4 at the start
     assert scores["mlm_loss"] < 1.0 and scores["mlm_accuracy"] > 0.8, scores
     assert scores["nsp_accuracy"] > 0.9, scores
@@ -120,11 +114,16 @@ def test_resume_retraces_an_uninterrupted_run(small, tmp_path):
         assert torch.equal(a, b)
 
 
-def test_resume_needs_a_checkpoint(small, tmp_path):
+def test_resume_without_a_checkpoint_starts_from_step_0(small, tmp_path):
+    "A run stopped before its first checkpoint resumes from the start: the same losses as a fresh run."
     tokenizer, corpus = small
-    with pytest.raises(RunError, match="no checkpoint"):
-        train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SEQ), TrainConfig(max_steps=1),
-              run_dir=tmp_path, resume=True, show_progress=False)
+    cfg = TrainConfig(max_steps=3, batch_size=8, max_seq_len=SEQ, log_every=1, device="cpu")
+    fresh = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SEQ), cfg, show_progress=False)
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 99.0}\n')  # written before the stop
+    resumed = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SEQ), cfg, run_dir=tmp_path,
+                    resume=True, show_progress=False)
+    assert [r["loss"] for r in resumed] == [r["loss"] for r in fresh]
+    assert [r["loss"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [r["loss"] for r in fresh]
 
 
 def test_a_crash_while_writing_a_checkpoint_keeps_the_last_good_one(small, tmp_path, monkeypatch):
@@ -143,7 +142,7 @@ def test_a_crash_while_writing_a_checkpoint_keeps_the_last_good_one(small, tmp_p
             f.truncate(os.path.getsize(path) // 2)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(train_module.torch, "save", dying_save)
+    monkeypatch.setattr(runs_module.torch, "save", dying_save)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, model, {"step": 2}, 2)
     monkeypatch.undo()

@@ -1,9 +1,11 @@
-"""bertlib.viz: the pictures show exactly the model's attentions, the widget follows its controls, pairs mark their
-boundary, long inputs stay fast, and saved files are self-contained and reproducible."""
+"""bertlib.viz and bertlib.widget: the pictures show exactly the model's attentions, the widget follows its controls,
+pairs mark their boundary, the longest inputs render in every view, and saved files are self-contained and
+reproducible."""
 
 import base64
 import math
-import time
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -14,10 +16,8 @@ from bertlib.config import BertConfig
 from bertlib.model import BertForPreTraining, BertModel
 from bertlib.tokenizer import add_bert_post_processor
 from bertlib.viz import (
-    VIEWS,
     AttentionMaps,
     attention_maps,
-    attention_widget,
     head_entropy,
     head_scores,
     head_view_lines,
@@ -28,6 +28,7 @@ from bertlib.viz import (
     select_attention,
     stack_attentions,
 )
+from bertlib.widget import VIEWS, attention_widget
 
 TEXT_A, TEXT_B = "the big cat sat on the mat", "a small dog jumped quickly over the log"
 
@@ -47,7 +48,8 @@ def model(tokenizer):
 def reference_attentions(model, tokenizer, text_a, text_b=None):
     encoding = tokenizer.encode(text_a) if text_b is None else tokenizer.encode(text_a, text_b)
     with torch.no_grad():
-        out = model(torch.tensor([encoding.ids]), torch.tensor([encoding.type_ids]), output_attentions=True)
+        out = model(torch.tensor([encoding.ids]), token_type_ids=torch.tensor([encoding.type_ids]),
+                    output_attentions=True)
     return out.attentions
 
 
@@ -120,23 +122,21 @@ def test_pair_input_marks_the_segment_boundary(model, tokenizer):
     assert set(maps.word_ids[1:start - 1]).isdisjoint(maps.word_ids[start:-1])  # words are counted across segments
 
 
-def test_long_inputs_render_in_a_few_seconds(model, tokenizer):
+def test_the_longest_inputs_render_in_every_view(model, tokenizer):
     text = " ".join(["cat", "sat", "on", "the", "mat"] * 102)  # 510 words, each one piece
-    start = time.perf_counter()
     widget = attention_widget(model, tokenizer, text)
-    timings = {"heatmap": time.perf_counter() - start}
     assert len(widget.maps.tokens) == 512
-    for view in VIEWS[1:]:
-        start = time.perf_counter()
-        widget.view.value = view
-        timings[view] = time.perf_counter() - start
     for view in VIEWS:
         widget.view.value = view
-        start = time.perf_counter()
-        widget.to_png()
-        timings[f"{view} PNG"] = time.perf_counter() - start
-    assert max(timings.values()) < 5, timings
+        assert widget.to_png().startswith(b"\x89PNG")
     widget.close()
+
+
+def test_viz_imports_without_ipywidgets_and_the_widget_says_what_is_missing():
+    script = ("import sys; sys.modules['ipywidgets'] = None; import bertlib.viz\n"
+              "try:\n    import bertlib.widget\nexcept ImportError as err:\n    print(err)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'bertlib[notebooks]'" in out
 
 
 def test_bad_input_is_refused_clearly(model, tokenizer):

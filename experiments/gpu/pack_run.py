@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bertlib.train import checkpoints, read_metrics  # noqa: E402
+from bertlib.runs import checkpoints, read_metrics, write_checksums  # noqa: E402
 
 
 def best_checkpoint(run: Path) -> Path:
@@ -41,6 +41,7 @@ def main() -> None:
     weights = load_file(best / "model.safetensors")
     save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
               target / "model.safetensors")
+    write_checksums(target)
     (out / "best.json").write_text(json.dumps({"checkpoint": best.name,
                                                "all_checkpoints": [c.name for c in checkpoints(run)]}) + "\n")
     print(f"packed {run} -> {out} (best {best.name})")

@@ -1,0 +1,193 @@
+"""The pre-training recipe: BERT's MLM + NSP objective for the training loop of `bertlib.trainer`, `train` on a
+ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and the course model's settings.
+
+Written by hand; notebook 07 uses it.
+"""
+
+__all__ = ["MaskedLMAndNSP", "train", "course_configs", "pretrain"]
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import fields, replace
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tokenizers import Tokenizer
+from torch import nn
+
+from .config import BertConfig
+from .corpus import wikitext_corpus
+from .evaluate import validation_metrics
+from .helpers import IGNORE_INDEX, resolve_device
+from .model import BertForPreTraining
+from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
+from .runs import RunError, check_vocabulary, create_run, load_run, write_run_config
+from .tokenizer import PAD_ID, train_wikitext_tokenizer
+from .train_config import PretrainConfig, TrainConfig
+from .trainer import fit, init_distributed, world
+
+CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
+# settings a resumed run may change; all others define what is learned and must stay as they were
+RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
+                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
+
+
+class MaskedLMAndNSP:
+    "BERT's pre-training objective: the MLM loss (a mean over masked tokens) and the NSP loss (over sequences)."
+
+    parts = ("mlm_loss", "nsp_loss")
+
+    def __init__(self, pad_token_id: int = PAD_ID):
+        self.collate = PretrainingCollator(pad_token_id, pad_to_multiple_of=8)  # tensor cores work in tiles of 8
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
+        "(masked tokens, sequences) of a batch, counted on the CPU."
+        return int((batch["labels"] != IGNORE_INDEX).sum()), len(batch["input_ids"])
+
+    def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        "The mean MLM and NSP losses of `model` on a batch."
+        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
+                    labels=batch["labels"], next_sentence_label=batch["next_sentence_label"])
+        return out.mlm_loss, out.nsp_loss
+
+
+def train(model: BertForPreTraining, dataset: PretrainingDataset, cfg: TrainConfig, *,
+          valid_loader: torch.utils.data.DataLoader | None = None, run_dir: str | os.PathLike | None = None,
+          resume: bool = False, on_log: Callable[[dict], None] | None = None, show_progress: bool = True) -> list[dict]:
+    """Pre-train `model` on `dataset` with MLM + NSP as `cfg` says and return the metric records.
+
+    With `valid_loader`, `validation_metrics` scores the model every `cfg.eval_every` steps. With `run_dir`,
+    metrics, checkpoints and the loss curve are written there, and `resume=True` continues from its newest
+    checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
+    evaluate = None if valid_loader is None else partial(validation_metrics, loader=valid_loader,
+                                                         max_batches=cfg.eval_batches)
+    return fit(model, dataset, MaskedLMAndNSP(dataset.pad_id), cfg, evaluate=evaluate, run_dir=run_dir,
+               resume=resume, on_log=on_log, show_progress=show_progress)
+
+
+def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, PretrainConfig]:
+    """The model and training settings of the course model (notebook 07): in quick mode the `tiny` preset for
+    300 steps (about a minute on a laptop CPU); otherwise the `mini` preset, on a GPU for 100 epochs of batch
+    256 (the recipe of `models/course-mini`), on a CPU for a time budget of 20 minutes."""
+    if quick:
+        return BertConfig.from_preset("tiny"), PretrainConfig(max_steps=300, batch_size=32, lr=2e-3, log_every=10,
+                                                              eval_every=100, eval_batches=10, save_every=100)
+    if torch.cuda.is_available() if gpu is None else gpu:
+        return BertConfig.from_preset("mini"), PretrainConfig(epochs=100, batch_size=256, lr=1e-3, log_every=93,
+                                                              eval_every=930, save_every=930, keep_checkpoints=10)
+    return BertConfig.from_preset("mini"), PretrainConfig(time_budget=1200, log_every=50, eval_every=500,
+                                                          save_every=500)
+
+
+def _resumed_config(run_dir: Path, cfg: PretrainConfig | None) -> tuple[BertConfig, PretrainConfig, Tokenizer]:
+    model_config, saved_cfg, tokenizer = load_run(run_dir)
+    if cfg is not None:
+        changed = [f.name for f in fields(PretrainConfig) if f.name not in RESUMABLE_FIELDS
+                   and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
+        if changed:
+            raise RunError(f"a resumed run keeps its settings, but {', '.join(changed)} differ from "
+                           f"{run_dir / 'config.json'}; start a new run to change them")
+    return model_config, cfg or saved_cfg, tokenizer
+
+
+def _same_on_every_process(value: int) -> int:
+    "Rank 0's value on every process of a `torchrun` group (timings differ from process to process)."
+    if world()[0] == 1:
+        return value
+    shared = [value]
+    dist.broadcast_object_list(shared, src=0)
+    return shared[0]
+
+
+def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path) -> None:
+    "Raise a ValueError for settings that cannot work together here, before anything is written."
+    resolve_device(cfg.device)
+    if cfg.max_seq_len > model_config.max_position_embeddings:
+        raise ValueError(f"max_seq_len={cfg.max_seq_len} is longer than the model's max_position_embeddings="
+                         f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"{run_dir} is a file, not a folder; choose another output folder")
+
+
+def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: PretrainingDataset,
+                     valid_loader: torch.utils.data.DataLoader, seconds_left: float) -> tuple[int, dict]:
+    """How many steps of `cfg` fit in `seconds_left`, validations included, timed on a throwaway copy of the
+    model (`CALIBRATION_STEPS` steps and one validation); the timing run's own time is taken off first.
+    Returns the steps and what was measured."""
+    start = time.perf_counter()
+    probe = BertForPreTraining(model_config)
+    timing = replace(cfg, max_steps=CALIBRATION_STEPS, epochs=None, time_budget=None, log_every=CALIBRATION_STEPS,
+                     eval_every=CALIBRATION_STEPS + 1, save_every=CALIBRATION_STEPS + 1)
+    train(probe, dataset, timing, show_progress=False)
+    step_s = (time.perf_counter() - start) / CALIBRATION_STEPS
+    start_eval = time.perf_counter()
+    validation_metrics(probe, valid_loader, cfg.eval_batches)
+    eval_s = time.perf_counter() - start_eval
+    left = seconds_left - (time.perf_counter() - start)
+    steps = max(1, int(left / step_s))
+    while steps > 1 and steps * step_s + math.ceil(steps / cfg.eval_every) * eval_s > left:
+        steps = max(1, int((left - math.ceil(steps / cfg.eval_every) * eval_s) / step_s))
+    return steps, {"seconds_per_step": step_s, "seconds_per_validation": eval_s, "seconds_left": left}
+
+
+def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
+             cfg: PretrainConfig | None = None, *, tokenizer: Tokenizer | None = None, data_dir: str | None = None,
+             resume: bool = False, on_log: Callable[[dict], None] | None = None,
+             show_progress: bool = True) -> list[dict]:
+    """Pre-train BERT on WikiText-2 into the run folder `output_dir` and return the metric records.
+
+    A new run needs `model_config` and `cfg` (the tokenizer is trained on the train split unless given) and
+    an `output_dir` that does not exist or is empty; the settings are checked before anything is written.
+    `resume=True` continues the run in `output_dir` from its newest checkpoint (or from the start, if it
+    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS`.
+
+    With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
+    for as many steps as fit; the run folder records that number, so resuming it is exact."""
+    started = time.perf_counter()
+    run_dir = Path(output_dir)
+    created_group = init_distributed()
+    try:
+        if resume:
+            model_config, cfg, tokenizer = _resumed_config(run_dir, cfg)
+            if cfg.max_steps is None and cfg.epochs is None:
+                raise ValueError("a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
+                                 "it, not a time budget")
+            check_settings(model_config, cfg, run_dir)
+            if world()[1] == 0:
+                write_run_config(run_dir, model_config, cfg)
+        else:
+            if model_config is None or cfg is None:
+                raise ValueError("a new run needs model_config and cfg")
+            check_settings(model_config, cfg, run_dir)
+            if run_dir.exists() and any(run_dir.iterdir()):
+                raise RunError(f"{run_dir} already exists and is not empty; pass resume=True (--resume) to "
+                               f"continue it, or choose another output folder")
+            if tokenizer is None:
+                tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config,
+                                                     data_dir=data_dir)
+            check_vocabulary(tokenizer, model_config, "the tokenizer given")
+        corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
+        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+        valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
+                                         data_config=cfg.data_config, data_dir=data_dir)
+        calibration = None
+        if not resume and cfg.max_steps is None and cfg.epochs is None:
+            steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,
+                                                  cfg.time_budget - (time.perf_counter() - started))
+            cfg = replace(cfg, max_steps=_same_on_every_process(steps))
+        if not resume and world()[1] == 0:
+            create_run(run_dir, model_config, cfg, tokenizer)
+        if calibration is not None and on_log is not None:
+            on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
+        torch.manual_seed(cfg.seed)
+        model = BertForPreTraining(model_config)
+        return train(model, dataset, cfg, valid_loader=valid_loader, run_dir=run_dir, resume=resume, on_log=on_log,
+                     show_progress=show_progress)
+    finally:
+        if created_group:
+            dist.destroy_process_group()

@@ -1,0 +1,121 @@
+"""How to train: `TrainConfig` (the training loop's settings) and `PretrainConfig` (plus the pre-training
+data), validated when made and saved in every run's `config.json`. Each field's metadata holds its
+command-line help, so a new option is one edit here.
+
+Written by hand; notebook 07 presents it.
+"""
+
+__all__ = ["SCHEDULES", "ON_NAN", "parse_duration", "TrainConfig", "PretrainConfig"]
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Self, get_args
+
+from .data import WIKITEXT_CONFIGS
+from .helpers import check_choice
+from .pretraining_data import Pairing
+
+SCHEDULES = ("linear", "cosine", "constant")
+ON_NAN = ("stop", "skip")
+
+
+def _option(default: Any, help: str, **metadata: Any) -> Any:
+    return field(default=default, metadata={"help": help, **metadata})
+
+
+def parse_duration(text: str) -> float:
+    "Seconds in a duration such as '90s', '20m', '1.5h' or '600' (seconds)."
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([smh]?)\s*", str(text))
+    if not match or not float(match[1]) > 0:
+        raise ValueError(f"{text!r} is not a duration; write it like 90s, 20m or 1.5h")
+    return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+
+
+@dataclass
+class TrainConfig:
+    """How the training loop runs: its length, batches, optimiser, schedule, bookkeeping and device.
+
+    `batch_size` counts sequences per optimiser step over all processes and accumulation steps, so the
+    number of GPUs and `grad_accum` do not change what is learned."""
+
+    max_steps: int | None = _option(None, "optimiser steps (the command line's default: 1,000 unless --epochs)")
+    epochs: float | None = _option(None, "passes over the training data instead of --max-steps")
+    time_budget: float | None = _option(None, "train for this long (90s, 20m, 1.5h) instead: the number of steps "
+                                              "is fixed from a short timing run, so the run stays reproducible",
+                                        parse=parse_duration)
+    batch_size: int = _option(32, "sequences per optimiser step, over all processes and accumulation steps")
+    grad_accum: int = _option(1, "micro-batches per optimiser step (gradient accumulation)")
+    max_seq_len: int = _option(128, "tokens per sequence, special tokens included")
+    lr: float = _option(5e-4, "peak learning rate")
+    weight_decay: float = _option(0.01, "AdamW weight decay of the weight matrices")
+    warmup_ratio: float = _option(0.06, "share of the steps spent warming the learning rate up from 0")
+    schedule: str = _option("linear", "learning-rate decay after the warm-up", choices=SCHEDULES)
+    max_grad_norm: float = _option(1.0, "clip the gradient's norm to this (> 0)")
+    on_nan: str = _option("stop", "a step whose loss or gradient is not finite: stop the run (keeping its good "
+                                  "checkpoints), or skip the step", choices=ON_NAN)
+    seed: int = _option(0, "seed of the weights, data order, masks and dropout")
+    log_every: int = _option(50, "steps between logged training losses")
+    eval_every: int = _option(500, "steps between validations")
+    eval_batches: int | None = _option(None, "validation batches per validation (default: all)")
+    save_every: int = _option(500, "steps between checkpoints")
+    keep_checkpoints: int = _option(2, "newest checkpoints kept on disk")
+    device: str = _option("auto", "'auto' (a GPU if there is one), 'cpu', 'cuda', 'cuda:1', ...")
+    compile: bool = _option(False, "compile the model with torch.compile (best on a GPU)")
+    num_workers: int | None = _option(None, "data loader processes (default: 0 on a CPU, 4 with a GPU)")
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
+            # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretrain`)
+            raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
+        for key in ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every", "save_every",
+                    "keep_checkpoints", "eval_batches"):
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive integer")
+        for key in ("epochs", "lr", "max_grad_norm", "time_budget"):
+            value = getattr(self, key)
+            if value is not None and not (value > 0 and math.isfinite(value)):
+                raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive, finite number")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ValueError(f"{name}.weight_decay={self.weight_decay!r} is not valid; it must be 0 or more")
+        if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
+            raise ValueError(f"{name}.num_workers={self.num_workers!r} is not valid; it must be 0 or more")
+        if self.batch_size % self.grad_accum:
+            raise ValueError(f"{name}.batch_size={self.batch_size} is not a multiple of grad_accum={self.grad_accum}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ValueError(f"{name}.warmup_ratio={self.warmup_ratio} is not valid; it must be in [0, 1)")
+        check_choice(f"{name}.schedule", self.schedule, SCHEDULES)
+        check_choice(f"{name}.on_nan", self.on_nan, ON_NAN)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> Self:
+        "A config from a dict; unknown keys raise a ValueError."
+        known = {f.name for f in dataclasses.fields(cls)}
+        if set(values) - known:
+            raise ValueError(f"unknown {cls.__name__} field(s) {sorted(set(values) - known)}; known: {sorted(known)}")
+        return cls(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        "The fields as a plain dict (JSON-ready)."
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class PretrainConfig(TrainConfig):
+    "`TrainConfig` plus the pre-training data: which WikiText-2, how NSP pairs are made, how tokens are masked."
+
+    data_config: str = _option("wikitext-2-v1", "WikiText-2 variant", choices=WIKITEXT_CONFIGS)
+    pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
+    mlm_probability: float = _option(0.15, "share of the tokens that MLM predicts")
+    whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("PretrainConfig.data_config", self.data_config, WIKITEXT_CONFIGS)
+        check_choice("PretrainConfig.pairing", self.pairing, get_args(Pairing))
+        if not 0 < self.mlm_probability < 1:
+            raise ValueError(f"PretrainConfig.mlm_probability={self.mlm_probability} is not valid; it must be in "
+                             f"(0, 1)")
