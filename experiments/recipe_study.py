@@ -1,21 +1,29 @@
 """The pre-training recipe study: which settings get `mini` off the unigram plateau within the CPU budget of
-the README's main command (`python -m bertlib pretrain`: 1,000 steps of 32 sequences of up to 128 tokens).
+the README's main command as it was before this study (`python -m bertlib pretrain`: 1,000 steps of 32
+sequences of up to 128 tokens, about 3.9M training tokens).
 
 Hand-written; not part of the library. Every run is one recipe (a name in `RECIPES`) at one budget, measured in
-training tokens as a share of the default command's (`BUDGETS`). Each run writes
-`recipe_study/results/<recipe>@<budget>.json`; `--report` turns those files into `recipe_study/README.md` (the
-table) and `recipe_study/curves.png` / `plateau.png` (the curves). Nothing in the table is typed by hand.
+training tokens as a share of that command's (`BUDGETS`). Each run writes
+`recipe_study/results/<recipe>@<budget>.json`; `--report` turns those files into `recipe_study/README.md`,
+`recipe_study/curves.png` and `plateau.png`, and the README's block between `<!-- recipe-study:start -->` and
+`<!-- recipe-study:end -->`. Nothing in them is typed by hand.
 
-    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/recipe_study.py run default lr-1e-3 --budget third
-    python experiments/recipe_study.py run --all --budget third   # every screening recipe, skipping finished runs
+    export OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=...
+    python experiments/recipe_study.py run default b8-lr1e-3-m30 --budget full
+    python experiments/recipe_study.py run --all --budget third   # every recipe, skipping finished runs
+    python experiments/recipe_study.py check                      # this loop's losses equal bertlib.pretrain.train's
+    python experiments/recipe_study.py speed default combo-b8      # tokens/s, measured back to back
     python experiments/recipe_study.py --report
-    python experiments/recipe_study.py check                      # the loop below equals bertlib.train.train
 
-The training loop is a copy of `bertlib.train.train` (same sampler, dropout seeds, loss weighting, clipping and
-schedule; `check` proves the losses agree) with switches the library lacks: NSP off, a short-sequence first
-phase, sinusoidal initialisation of the position embeddings, a scaled initialisation of the residual outputs,
-AdamW's beta2, a warm-up-stable-decay schedule, and cheap probes of the plateau (agreement with the unigram
-distribution, attention entropy, attention to the neighbouring tokens).
+Why the study keeps a step loop of its own (`train_phases`): some recipes train the first 90% of their steps on
+sequences of 64 tokens and the rest on 128 (BERT's short-first schedule), and `bertlib.trainer.fit` builds one
+loader for the whole run, while a second `fit` would start a new optimiser and learning-rate schedule. The loop
+is made of the library's parts (`MaskedLMAndNSP`, `make_loader`, `micro_batches`, `reseed`, `step_loss`,
+`configure_optimizer`, `lr_schedule`, `validation_metrics`) and leaves out what one CPU process does not need
+(several processes, mixed precision, checkpoints, non-finite steps); `check` proves that its losses equal
+`bertlib.pretrain.train`'s. The other switches the library lacks are small and local: NSP off (`MaskedLMOnly`),
+sin/cos initialisation of the position embeddings, and cheap probes of the plateau (agreement with the unigram
+distribution, attention entropy, attention to the previous token and to [CLS]/[SEP]).
 """
 
 from __future__ import annotations
@@ -24,130 +32,126 @@ import argparse
 import json
 import math
 import os
-import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from itertools import islice
 from pathlib import Path
 
 import torch
 
-from bertlib.config import BertConfig
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.pretraining_data import CLS_ID, SEP_ID, PretrainingDataset, PretrainingSampler, wikitext_corpus
-from bertlib.tokenizer import load_tokenizer, save_tokenizer
-from bertlib.train import (
-    DataPosition,
-    ResumableSampler,
-    TrainConfig,
-    _wikitext_tokenizer,
-    configure_optimizer,
-    evaluation_loader,
-    lr_schedule,
-    make_loader,
-    micro_batches,
-    reseed,
-    step_counts,
-    validation_metrics,
-)
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.report import update_readme  # noqa: E402
+from bertlib.batching import make_loader  # noqa: E402
+from bertlib.config import BertConfig  # noqa: E402
+from bertlib.corpus import wikitext_corpus  # noqa: E402
+from bertlib.evaluate import unigram_baseline, validation_metrics  # noqa: E402
+from bertlib.helpers import eval_mode, machine  # noqa: E402
+from bertlib.model import BertForPreTraining  # noqa: E402
+from bertlib.pretrain import MaskedLMAndNSP, train  # noqa: E402
+from bertlib.pretraining_data import PretrainingDataset, evaluation_loader  # noqa: E402
+from bertlib.tokenizer import CLS_ID, SEP_ID, load_tokenizer, save_tokenizer, train_wikitext_tokenizer  # noqa: E402
+from bertlib.train_config import PretrainConfig  # noqa: E402
+from bertlib.trainer import DataPosition, configure_optimizer, lr_schedule, micro_batches, reseed, step_loss  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "recipe_study"
 RESULTS = HERE / "results"
 TOKENIZERS = HERE / "tokenizers"  # one trained tokenizer per vocabulary size, reused by every run
-DEFAULT_STEPS, DEFAULT_BATCH = 1000, 32  # the README's main command
-MEAN_LEN_128 = 121.97  # mean real tokens of a training pair at max_seq_len 128 (epoch 0, seed 0, vocab 8,192)
-BUDGET_TOKENS = DEFAULT_STEPS * DEFAULT_BATCH * MEAN_LEN_128  # about 3.9M training tokens
-# "wall": the default's wall time, i.e. the full budget's tokens times the recipe's speed over the default's, both
-# measured back to back by `speed` (speed.json), as `pretrain --time-budget` fixes its step count from a calibration
-BUDGETS = {"third": 1 / 3, "full": 1.0, "wall": 1.0}
+README_MARKERS = ("<!-- recipe-study:start -->", "<!-- recipe-study:end -->")
+# the main command before this study; "default" keeps meaning it whatever the library's defaults become
+DEFAULT_STEPS, BASELINE = 1000, {"batch_size": 32, "lr": 5e-4, "mlm_probability": 0.15}
+MEAN_LEN = {64: 62.95, 128: 121.97}  # mean real tokens of a training pair (epoch 0, seed 0, vocabulary 8,192)
+BUDGET_TOKENS = DEFAULT_STEPS * BASELINE["batch_size"] * MEAN_LEN[128]  # about 3.9M training tokens
+BUDGETS = {"third": 1 / 3, "full": 1.0}
+TARGET_PPL, TARGET_NSP = 250.0, 0.75  # the goal: off the plateau, and NSP learned
 EVAL_POINTS = 6  # validation on a fixed subset at 1/6, 2/6, ... of every run; the whole split at the end
 SUBSET_BATCHES = 10  # 640 of the 2,358 validation pairs
 PROBE_BATCHES = 2  # attention and unigram probes
+LOG_EVERY = 25
 
 
 @dataclass
 class Recipe:
-    "One configuration: overrides of the `mini` preset and of the default `TrainConfig`, plus local switches."
+    "One configuration: overrides of the `mini` preset and of the baseline `PretrainConfig`, plus local switches."
 
     note: str
     model: dict = field(default_factory=dict)  # BertConfig overrides
-    train: dict = field(default_factory=dict)  # TrainConfig overrides
+    train: dict = field(default_factory=dict)  # PretrainConfig overrides
     nsp: bool = True  # False: the NSP loss is not trained (only to measure what NSP costs)
     short_seq_len: int | None = None  # first phase at this max_seq_len ...
     short_fraction: float = 0.0  # ... for this share of the steps (BERT: 90% of steps at 128, then 512)
     pos_init: str = "normal"  # "sinusoidal": position embeddings start as scaled sin/cos waves
-    scaled_residual_init: bool = False  # GPT-2: output projections of each sub-layer get std / sqrt(2 x layers)
-    beta2: float = 0.999
-    decay_fraction: float | None = None  # warm-up, constant, then linear decay over this last share of the steps
-    tokens_scale: float = 1.0  # a multiple of the budget's tokens (to equalise wall time with the default's)
 
 
+NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
+SHORT_FIRST = {"short_seq_len": 64, "short_fraction": 0.9}
 RECIPES: dict[str, Recipe] = {
-    "default": Recipe("today's main command: lr 5e-4, warm-up 6%, batch 32, seq 128, mask 15%, dropout 0.1, Post-LN"),
-    # learning rate and warm-up
+    "default": Recipe(
+        "the main command before this study: lr 5e-4, warm-up 6%, batch 32, seq 128, mask 15%, dropout 0.1, Post-LN"
+    ),
     "lr-1e-3": Recipe("lr 1e-3", train={"lr": 1e-3}),
     "lr-2.5e-4": Recipe("lr 2.5e-4", train={"lr": 2.5e-4}),
-    "lr-wsd-20": Recipe("lr 5e-4 held constant after warm-up, linear decay over the last 20% only",
-                        decay_fraction=0.2),
-    "beta2-0.98": Recipe("AdamW beta2 0.98 (RoBERTa) instead of BERT's 0.999", beta2=0.98),
-    # batch size and accumulation
     "batch-16": Recipe("batch 16 (twice the steps), lr 5e-4", train={"batch_size": 16}),
     "batch-8": Recipe("batch 8 (four times the steps), lr 5e-4", train={"batch_size": 8}),
     "batch-8-lr-1e-3": Recipe("batch 8, lr 1e-3", train={"batch_size": 8, "lr": 1e-3}),
     "batch-4": Recipe("batch 4 (eight times the steps), lr 5e-4", train={"batch_size": 4}),
-    "batch-64-accum-2": Recipe("batch 64 as 2 x 32 accumulated (half the steps), lr 1e-3",
-                               train={"batch_size": 64, "grad_accum": 2, "lr": 1e-3}),
-    # masking rate
     "mask-30": Recipe("mask 30%", train={"mlm_probability": 0.30}),
     "mask-40": Recipe("mask 40%", train={"mlm_probability": 0.40}),
-    # normalisation
     "pre-ln": Recipe("Pre-LN, lr 1e-3", model={"norm_style": "pre"}, train={"lr": 1e-3}),
-    # dropout
-    "dropout-0": Recipe("dropout 0 (hidden and attention)",
-                        model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}),
-    # sequence length
-    "seq-64-first": Recipe("90% of steps at seq 64, then 128 (BERT's short-first schedule)",
-                           short_seq_len=64, short_fraction=0.9),
-    # vocabulary
-    "vocab-4096": Recipe("vocabulary 4,096 (perplexity not comparable: other tokens)", model={"vocab_size": 4096}),
-    "vocab-16384": Recipe("vocabulary 16,384 (perplexity not comparable: other tokens)",
-                          model={"vocab_size": 16384}),
-    # NSP
+    "dropout-0": Recipe("dropout 0 (hidden and attention)", model=NO_DROPOUT),
+    "seq-64-first": Recipe("90% of steps at seq 64, then 128 (BERT's short-first schedule)", **SHORT_FIRST),
     "no-nsp": Recipe("NSP loss off (measures NSP's cost; not a candidate)", nsp=False),
-    # initialisation
-    "init-sinusoidal-pos": Recipe("position embeddings initialised as sin/cos waves (std 0.02)",
-                                  pos_init="sinusoidal"),
-    "init-std-0.05": Recipe("initializer_range 0.05 (sharper initial attention)", model={"initializer_range": 0.05}),
-    "init-scaled-residual": Recipe("GPT-2 init: sub-layer output projections std 0.02/sqrt(8)",
-                                   scaled_residual_init=True),
-    # combinations of the single factors that helped
-    "combo-b8": Recipe("batch 8, dropout 0, mask 30%, 90% of steps at seq 64, sin/cos position init",
-                       model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-                       train={"batch_size": 8, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
-                       pos_init="sinusoidal"),
-    "combo-b8-lr-1e-3": Recipe("combo-b8 with lr 1e-3",
-                               model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-                               train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3}, short_seq_len=64,
-                               short_fraction=0.9, pos_init="sinusoidal"),
-    "combo-b8-pre-ln": Recipe("combo-b8 with Pre-LN and lr 1e-3",
-                              model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
-                                     "norm_style": "pre"},
-                              train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3}, short_seq_len=64,
-                              short_fraction=0.9, pos_init="sinusoidal"),
-    "combo-b4": Recipe("combo-b8 with batch 4",
-                       model={"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
-                       train={"batch_size": 4, "mlm_probability": 0.30}, short_seq_len=64, short_fraction=0.9,
-                       pos_init="sinusoidal"),
+    "init-sinusoidal-pos": Recipe("position embeddings initialised as sin/cos waves (std 0.02)", pos_init="sinusoidal"),
+    # the single factors that helped, together
+    "combo-b8": Recipe(
+        "batch 8, dropout 0, mask 30%, 90% of steps at seq 64, sin/cos position init",
+        model=NO_DROPOUT,
+        train={"batch_size": 8, "mlm_probability": 0.30},
+        pos_init="sinusoidal",
+        **SHORT_FIRST,
+    ),
+    "combo-b8-lr-1e-3": Recipe(
+        "combo-b8 with lr 1e-3",
+        model=NO_DROPOUT,
+        train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3},
+        pos_init="sinusoidal",
+        **SHORT_FIRST,
+    ),
+    "combo-b8-pre-ln": Recipe(
+        "combo-b8 with Pre-LN and lr 1e-3",
+        model={**NO_DROPOUT, "norm_style": "pre"},
+        train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3},
+        pos_init="sinusoidal",
+        **SHORT_FIRST,
+    ),
+    "combo-b4": Recipe(
+        "combo-b8 with batch 4",
+        model=NO_DROPOUT,
+        train={"batch_size": 4, "mlm_probability": 0.30},
+        pos_init="sinusoidal",
+        **SHORT_FIRST,
+    ),
+    # only PretrainConfig fields: a recipe the library's defaults can take over
+    "b8-lr1e-3-m30": Recipe(
+        "batch 8, lr 1e-3, mask 30% (settings of the library only)",
+        train={"batch_size": 8, "lr": 1e-3, "mlm_probability": 0.30},
+    ),
 }
 
 
 # ---------------------------------------------------------------------------------------------- settings
 def git_commit() -> str:
+    "The commit of this script, marked `-dirty` when the script or the library differ from it."
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE.parent, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        dirty = git("status", "--porcelain", "--", "experiments/recipe_study.py", "bertlib")
+        return git("rev-parse", "--short", "HEAD") + ("-dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -157,31 +161,31 @@ def tokenizer_for(vocab_size: int, data_dir: str | None):
     folder = TOKENIZERS / str(vocab_size)
     if (folder / "tokenizer.json").exists():
         return load_tokenizer(folder)
-    tokenizer = _wikitext_tokenizer("wikitext-2-v1", vocab_size, data_dir)
+    tokenizer = train_wikitext_tokenizer(vocab_size, data_dir=data_dir)
     save_tokenizer(tokenizer, folder)
     return tokenizer
 
 
-def configs(recipe: Recipe, tokens: float, log_every: int = 25
-            ) -> tuple[BertConfig, TrainConfig, list[tuple[int, int]]]:
+def configs(recipe: Recipe, tokens: float) -> tuple[BertConfig, PretrainConfig, list[tuple[int, int]]]:
     "The model config, training config and phases [(max_seq_len, steps)] of `recipe` for about `tokens` tokens."
     model_config = BertConfig.from_preset("mini", **recipe.model)
-    base = TrainConfig(max_steps=DEFAULT_STEPS, batch_size=DEFAULT_BATCH, device="cpu", seed=0)
-    cfg = replace(base, **recipe.train)
-    tokens = tokens * recipe.tokens_scale
-    # mean tokens of a pair at max_seq_len 64 and 128 (measured on epoch 0), to give every recipe equal tokens
-    mean_len = {64: 62.95, 128: MEAN_LEN_128}
+    cfg = PretrainConfig(max_steps=1, device="cpu", seed=0, **{**BASELINE, **recipe.train})
     f = recipe.short_fraction if recipe.short_seq_len else 0.0
-    per_step = cfg.batch_size * (f * mean_len.get(recipe.short_seq_len, MEAN_LEN_128) + (1 - f) * MEAN_LEN_128)
+    per_step = cfg.batch_size * (f * MEAN_LEN.get(recipe.short_seq_len, MEAN_LEN[128]) + (1 - f) * MEAN_LEN[128])
     steps = max(1, round(tokens / per_step))
     short = round(f * steps)
     phases = ([(recipe.short_seq_len, short)] if short else []) + [(cfg.max_seq_len, steps - short)]
-    cfg = replace(cfg, max_steps=steps, save_every=steps, eval_every=max(1, steps // EVAL_POINTS),
-                  eval_batches=SUBSET_BATCHES, log_every=log_every)
+    cfg = replace(
+        cfg,
+        max_steps=steps,
+        save_every=steps,
+        eval_every=max(1, steps // EVAL_POINTS),
+        eval_batches=SUBSET_BATCHES,
+        log_every=LOG_EVERY,
+    )
     return model_config, cfg, phases
 
 
-# ---------------------------------------------------------------------------------------------- initialisation
 def sinusoidal(positions: int, width: int) -> torch.Tensor:
     "The Transformer's sin/cos position table [positions, width]."
     pos = torch.arange(positions, dtype=torch.float32)[:, None]
@@ -191,236 +195,267 @@ def sinusoidal(positions: int, width: int) -> torch.Tensor:
     return table
 
 
-@torch.no_grad()
-def initialise(model: BertForPreTraining, recipe: Recipe) -> None:
-    "Apply the recipe's local initialisation switches after BERT's own initialisation."
-    config = model.config
+def build_model(model_config: BertConfig, recipe: Recipe, seed: int) -> BertForPreTraining:
+    "The recipe's model: BERT's initialisation from `seed`, then the recipe's position initialisation."
+    torch.manual_seed(seed)
+    model = BertForPreTraining(model_config)
     if recipe.pos_init == "sinusoidal":
-        table = sinusoidal(config.max_position_embeddings, config.hidden_size)
-        model.bert.embeddings.position_embeddings.weight.copy_(table * (config.initializer_range / table.std()))
-    if recipe.scaled_residual_init:
-        std = config.initializer_range / math.sqrt(2 * config.num_hidden_layers)
-        for layer in model.bert.encoder.layers:
-            layer.attention.output.weight.normal_(0.0, std)
-            layer.feed_forward.output.weight.normal_(0.0, std)
+        table = sinusoidal(model_config.max_position_embeddings, model_config.hidden_size)
+        with torch.no_grad():
+            model.bert.embeddings.position_embeddings.weight.copy_(
+                table * (model_config.initializer_range / table.std())
+            )
+    return model
+
+
+class MaskedLMOnly(MaskedLMAndNSP):
+    "The MLM loss alone (the `no-nsp` recipe)."
+
+    parts = ("mlm_loss",)
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
+        return super().counts(batch)[:1]
+
+    def losses(self, model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor]:
+        return super().losses(model, batch)[:1]
+
+
+# ---------------------------------------------------------------------------------------------- the loop
+def training_pairs(corpus, tokenizer, cfg: PretrainConfig, max_seq_len: int) -> PretrainingDataset:
+    "The training pairs of `cfg` at `max_seq_len`, as `bertlib.pretrain.pretrain` makes them."
+    return PretrainingDataset(
+        corpus,
+        tokenizer,
+        max_seq_len,
+        seed=cfg.seed,
+        pairing=cfg.pairing,
+        mlm_probability=cfg.mlm_probability,
+        whole_word_mask=cfg.whole_word_mask,
+    )
+
+
+def train_phases(
+    model: BertForPreTraining,
+    cfg: PretrainConfig,
+    phases: list[tuple[int, int]],
+    corpus,
+    tokenizer,
+    objective: MaskedLMAndNSP,
+    evaluate: Callable[[int, int, float], None] | None = None,
+) -> dict:
+    """Train `model` through `phases` [(max_seq_len, steps)] as `bertlib.pretrain.train` trains it in one CPU
+    process (same loader, dropout seeds, loss weighting, clipping and schedule over all the phases' steps); each
+    phase starts its data at epoch 0. `evaluate(step, tokens, train_seconds)` runs every `cfg.eval_every` steps.
+    Returns the logged windows (losses, lr, gradient norm, tokens/s), the steps, tokens and training seconds."""
+    optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
+    steps = sum(n for _, n in phases)
+    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule)
+    micro = cfg.batch_size // cfg.grad_accum
+    log, step, tokens, seconds = [], 0, 0, 0.0
+    # the logging window: loss x count sums and counts of each part, tokens, seconds
+    sums, items = torch.zeros(len(objective.parts), dtype=torch.float64), [0] * len(objective.parts)
+    window_tokens, window_seconds = 0, 0.0
+    flush = torch.set_flush_denormal(True)  # as `fit` does on a CPU
+    model.train()
+    try:
+        for seq_len, phase_steps in phases:
+            dataset = training_pairs(corpus, tokenizer, cfg, seq_len)
+            stream = micro_batches(
+                make_loader(
+                    dataset, micro, objective.collate, dataset.lengths, seed=cfg.seed, batches_per_group=cfg.grad_accum
+                ),
+                DataPosition(),
+            )
+            for _ in range(phase_steps):
+                started = time.perf_counter()
+                reseed(cfg.seed, 0, step)
+                group = [next(stream) for _ in range(cfg.grad_accum)]
+                counts = [objective.counts(b) for b in group]
+                step_items = [sum(part) for part in zip(*counts, strict=True)]
+                step_sums = torch.zeros_like(sums)
+                for batch, count in zip(group, counts, strict=True):
+                    losses = objective.losses(model, batch)
+                    step_loss(losses, count, [max(1, n) for n in step_items]).backward()
+                    step_sums += torch.stack([part.detach() * n for part, n in zip(losses, count, strict=True)])
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                step += 1
+                sums += step_sums
+                items = [a + b for a, b in zip(items, step_items, strict=True)]
+                step_tokens = sum(int(b["attention_mask"].sum()) for b in group)
+                tokens, window_tokens = tokens + step_tokens, window_tokens + step_tokens
+                elapsed = time.perf_counter() - started
+                seconds, window_seconds = seconds + elapsed, window_seconds + elapsed
+                if step % cfg.log_every == 0 or step == steps:
+                    means = [total / max(n, 1) for total, n in zip(sums.tolist(), items, strict=True)]
+                    log.append(
+                        {
+                            "step": step,
+                            "tokens": tokens,
+                            "train_seconds": seconds,
+                            "seq_len": seq_len,
+                            **dict(zip(objective.parts, means, strict=True)),
+                            "lr": scheduler.get_last_lr()[0],
+                            "grad_norm": float(grad_norm),
+                            "tokens_per_s": window_tokens / window_seconds,
+                        }
+                    )
+                    sums, items = torch.zeros_like(sums), [0] * len(items)
+                    window_tokens, window_seconds = 0, 0.0
+                if evaluate is not None and (step % cfg.eval_every == 0 or step == steps):
+                    evaluate(step, tokens, seconds)
+    finally:
+        if flush:
+            torch.set_flush_denormal(False)
+    return {"log": log, "steps": step, "tokens": tokens, "train_seconds": seconds}
 
 
 # ---------------------------------------------------------------------------------------------- probes
-def unigram_log_probs(corpus, vocab_size: int) -> torch.Tensor:
-    "Log-frequencies of the training tokens, add-0.5 smoothed (the corpus holds no [CLS], [SEP], [MASK], [PAD])."
-    counts = torch.bincount(torch.from_numpy(corpus.ids.astype("int64")), minlength=vocab_size).double() + 0.5
+def unigram_log_probs(train_ids, vocab_size: int) -> torch.Tensor:
+    "Log-frequencies of the training tokens, add-one smoothed as `bertlib.evaluate.unigram_baseline` does."
+    counts = torch.bincount(torch.from_numpy(train_ids.astype("int64")), minlength=vocab_size).double() + 1
     return (counts / counts.sum()).log().float()
 
 
-@torch.no_grad()
 def plateau_probes(model: BertForPreTraining, batches: list[dict], unigram: torch.Tensor) -> dict:
-    """How much the MLM predictions look like the unigram distribution, and what attention does:
-    KL(model || unigram) per masked token, the share of masked tokens whose top prediction is the corpus's most
-    frequent token, the entropy of the predictions, the attention entropy per layer, and the largest mean
-    attention any head puts on the previous / next token."""
-    was_training = model.training
-    model.eval()
-    kl = ent = top_is_mode = n = 0.0
-    top_frequent = unigram.topk(10).indices
-    in_top10 = 0.0
-    pairs = 0.0
-    att_entropy, prev_att, next_att, self_att, special_att, queries = None, None, None, None, None, 0.0
-    for b in batches:
-        out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"])
-        logp = out.prediction_logits.float().log_softmax(-1)
-        p = logp.exp()
-        kl += float((p * (logp - unigram)).sum(-1).sum())
-        ent += float(-(p * logp).sum(-1).sum())
-        top = logp.argmax(-1)
-        top_is_mode += float((top == unigram.argmax()).sum())
-        in_top10 += float(torch.isin(top, top_frequent).sum())
-        n += len(top)
-        # attention maps of the whole sequence (no labels: every position is computed)
-        att = model.bert(b["input_ids"], b["token_type_ids"], b["attention_mask"], output_attentions=True).attentions
-        mask = b["attention_mask"].bool()  # [B, S]
-        q = mask.float()
-        h = torch.stack([-(a * a.clamp(min=1e-12).log()).sum(-1) for a in att])  # [L, B, H, S]
-        prev = torch.stack([a.diagonal(offset=-1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i-1
-        nxt = torch.stack([a.diagonal(offset=1, dim1=-2, dim2=-1) for a in att])  # [L, B, H, S-1]: i -> i+1
-        itself = torch.stack([a.diagonal(dim1=-2, dim2=-1) for a in att])  # [L, B, H, S]: i -> i
-        special = (b["input_ids"] == CLS_ID) | (b["input_ids"] == SEP_ID)  # [B, S] keys that are [CLS] or [SEP]
-        to_special = torch.stack([(a * special[:, None, None, :]).sum(-1) for a in att])  # [L, B, H, S]
-        pair = (mask[:, 1:] & mask[:, :-1]).float()
-        sums = ((h * q[None, :, None]).sum((1, 3)), (prev * pair[None, :, None]).sum((1, 3)),
-                (nxt * pair[None, :, None]).sum((1, 3)), (itself * q[None, :, None]).sum((1, 3)),
-                (to_special * q[None, :, None]).sum((1, 3)))
-        att_entropy = sums[0] if att_entropy is None else att_entropy + sums[0]
-        prev_att = sums[1] if prev_att is None else prev_att + sums[1]
-        next_att = sums[2] if next_att is None else next_att + sums[2]
-        self_att = sums[3] if self_att is None else self_att + sums[3]
-        special_att = sums[4] if special_att is None else special_att + sums[4]
-        queries += float(q.sum())
-        pairs += float(pair.sum())
-    model.train(was_training)
-    per_head_entropy = att_entropy / queries  # [L, H]
-    return {"kl_to_unigram": kl / n, "prediction_entropy": ent / n, "top1_is_most_frequent": top_is_mode / n,
-            "top1_in_10_most_frequent": in_top10 / n,
-            "attention_entropy_per_layer": per_head_entropy.mean(-1).tolist(),
-            "max_head_prev_token_attention": float((prev_att / pairs).max()),
-            "max_head_next_token_attention": float((next_att / pairs).max()),
-            "max_head_self_attention": float((self_att / queries).max()),
-            "max_head_attention_to_cls_sep": float((special_att / queries).max()),
-            "mean_attention_to_cls_sep_per_layer": (special_att / queries).mean(-1).tolist()}
+    """How much the MLM predictions look like the unigram distribution, and what attention does: KL(model ||
+    unigram) per masked token, the share of masked tokens whose top prediction is the corpus's most frequent
+    token or one of its 10 most frequent, the attention entropy per layer, the largest mean attention any head
+    puts on the previous token, and the mean attention to [CLS]/[SEP] per layer."""
+    kl = mode = top10 = n = queries = pairs = 0.0
+    entropy = prev = special = 0.0
+    frequent = unigram.topk(10).indices
+    with eval_mode(model):
+        for b in batches:
+            inputs = {"token_type_ids": b["token_type_ids"], "attention_mask": b["attention_mask"]}
+            logp = model(b["input_ids"], **inputs, labels=b["labels"]).prediction_logits.float().log_softmax(-1)
+            kl += float((logp.exp() * (logp - unigram)).sum())
+            top = logp.argmax(-1)
+            mode, top10 = mode + float((top == frequent[0]).sum()), top10 + float(torch.isin(top, frequent).sum())
+            n += len(top)
+            att = torch.stack(model.bert(b["input_ids"], **inputs, output_attentions=True).attentions)  # [L,B,H,S,S]
+            q = b["attention_mask"].float()  # [B, S]: real query positions
+            pair = q[:, 1:] * q[:, :-1]  # [B, S-1]: positions whose previous one is real too
+            to_special = (b["input_ids"] == CLS_ID) | (b["input_ids"] == SEP_ID)  # [B, S]: keys
+            entropy += (-(att * att.clamp(min=1e-12).log()).sum(-1) * q[:, None]).sum((1, 3))  # [L, H]
+            prev += (att.diagonal(offset=-1, dim1=-2, dim2=-1) * pair[:, None]).sum((1, 3))
+            special += ((att * to_special[:, None, None, :]).sum(-1) * q[:, None]).sum((1, 3))
+            queries, pairs = queries + float(q.sum()), pairs + float(pair.sum())
+    return {
+        "kl_to_unigram": kl / n,
+        "top1_is_most_frequent": mode / n,
+        "top1_in_10_most_frequent": top10 / n,
+        "attention_entropy_per_layer": (entropy / queries).mean(-1).tolist(),
+        "max_head_prev_token_attention": float((prev / pairs).max()),
+        "mean_attention_to_cls_sep_per_layer": (special / queries).mean(-1).tolist(),
+    }
 
 
-# ---------------------------------------------------------------------------------------------- training
-def machine() -> dict:
-    return {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-            "torch_threads": torch.get_num_threads(), "torch": torch.__version__, "python": platform.python_version(),
-            "shared": "the 2 cores were shared with another session's tests; throughput is each run's own"}
-
-
-def run(name: str, budget: str, data_dir: str | None, log=print, *, recipe: Recipe | None = None,
-        tokens: float | None = None, log_every: int = 25, write: bool = True) -> dict:
-    "Train recipe `name` at `budget` (or `recipe` for `tokens`) and write its result file."
-    recipe = recipe or RECIPES[name]
-    speed_ratio = None
-    if tokens is None:
-        tokens = BUDGET_TOKENS * BUDGETS[budget]
-        if budget == "wall":
-            measured = json.loads((HERE / "speed.json").read_text(encoding="utf-8"))["tokens_per_s"]
-            speed_ratio = measured[name] / measured["default"]
-            tokens *= speed_ratio
-    model_config, cfg, phases = configs(recipe, tokens, log_every)
+# ---------------------------------------------------------------------------------------------- runs
+def run(name: str, budget: str, data_dir: str | None, log=print) -> dict:
+    "Train recipe `name` for `budget`'s tokens, score it as it goes, and write its result file."
+    recipe = RECIPES[name]
+    model_config, cfg, phases = configs(recipe, BUDGET_TOKENS * BUDGETS[budget])
     tokenizer = tokenizer_for(model_config.vocab_size, data_dir)
     corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
-    unigram = unigram_log_probs(corpus, model_config.vocab_size)
     valid = evaluation_loader("validation", tokenizer, max_seq_len=128, data_dir=data_dir)  # every run: 128, 15%
     probe_batches = list(islice(valid, PROBE_BATCHES))
-    # the unigram baseline on the same masked tokens: perplexity of predicting frequencies alone
-    nll = masked = 0.0
-    for b in valid:
-        target = b["labels"][b["labels"] != IGNORE_INDEX]
-        nll, masked = nll - float(unigram[target].sum()), masked + len(target)
-    unigram_ppl = math.exp(nll / masked)
+    unigram = unigram_log_probs(corpus.ids, model_config.vocab_size)
+    model = build_model(model_config, recipe, cfg.seed)
+    result = {
+        "recipe": name,
+        "budget": budget,
+        "note": recipe.note,
+        "settings": asdict(recipe),
+        "model_config": model_config.to_dict(),
+        "train_config": cfg.to_dict(),
+        "phases": phases,
+        "unigram_perplexity": unigram_baseline(corpus.ids, valid, model_config.vocab_size)["mlm_perplexity"],
+        "machine": machine(),
+        "threads": torch.get_num_threads(),
+        "commit": git_commit(),
+        "loop": "train_phases (bertlib.trainer's parts)",
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "evaluations": [],
+    }
 
-    torch.manual_seed(cfg.seed)
-    model = BertForPreTraining(model_config)
-    initialise(model, recipe)
-    model.train()
-    optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
-    for group in optimizer.param_groups:
-        group["betas"] = (group["betas"][0], recipe.beta2)
-    steps = cfg.max_steps
-    warmup = round(cfg.warmup_ratio * steps)
-    if recipe.decay_fraction is None:
-        scheduler = lr_schedule(optimizer, warmup, steps, cfg.schedule)
-    else:  # warm-up, stable, decay
-        decay_start = steps - round(recipe.decay_fraction * steps)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: (
-            s / warmup if s < warmup else min(1.0, (steps - s) / max(1, steps - decay_start))))
-    micro = cfg.batch_size // cfg.grad_accum
-    result = {"recipe": name, "budget": budget, "note": recipe.note, "settings": asdict(recipe),
-              "model_config": model_config.to_dict(), "train_config": asdict(cfg), "phases": phases,
-              "unigram_perplexity": unigram_ppl, "speed_ratio_to_default": speed_ratio, "machine": machine(),
-              "commit": git_commit(),
-              "started": time.strftime("%Y-%m-%d %H:%M:%S"), "evaluations": [], "log": []}
-    step = tokens = 0
-    train_seconds = 0.0
-    window = {"mlm": 0.0, "nsp": 0.0, "masked": 0, "seqs": 0, "tokens": 0, "t": 0.0}
-
-    def evaluate(full: bool) -> None:
+    def evaluate(step: int, tokens: int, train_seconds: float, full: bool = False) -> None:
         started = time.perf_counter()
         metrics = validation_metrics(model, valid, None if full else SUBSET_BATCHES)
-        entry = {"step": step, "tokens": tokens, "train_seconds": train_seconds,
-                 "split": "validation" if full else f"validation[:{SUBSET_BATCHES * 64}]", **metrics}
+        entry = {
+            "step": step,
+            "tokens": tokens,
+            "train_seconds": train_seconds,
+            "split": "validation" if full else f"validation[:{SUBSET_BATCHES * 64}]",
+            **metrics,
+        }
         if not full:
             entry.update(plateau_probes(model, probe_batches, unigram))
         entry["eval_seconds"] = time.perf_counter() - started
         result["evaluations"].append(entry)
-        log(f"[{name}@{budget}] step {step} tokens {tokens / 1e6:.2f}M train {train_seconds / 60:.1f} min: "
+        log(
+            f"[{name}@{budget}] step {step} tokens {tokens / 1e6:.2f}M train {train_seconds / 60:.1f} min: "
             f"{entry['split']} ppl {metrics['mlm_perplexity']:.1f} acc {metrics['mlm_accuracy']:.3f} "
             f"nsp {metrics['nsp_accuracy']:.3f}"
-            + ("" if full else f" kl_uni {entry['kl_to_unigram']:.2f} top=mode {entry['top1_is_most_frequent']:.2f} "
-                               f"prev {entry['max_head_prev_token_attention']:.2f}"))
+            + ("" if full else f" kl_uni {entry['kl_to_unigram']:.2f} top=mode {entry['top1_is_most_frequent']:.2f}")
+        )
 
-    evaluate(False)  # step 0
-    for seq_len, phase_steps in phases:
-        dataset = PretrainingDataset(corpus, tokenizer, seq_len, seed=cfg.seed, pairing=cfg.pairing,
-                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        sampler = ResumableSampler(PretrainingSampler(dataset.lengths, micro * cfg.grad_accum, seed=cfg.seed))
-        stream = micro_batches(make_loader(dataset, sampler, micro), DataPosition())
-        for _ in range(phase_steps):
-            started = time.perf_counter()
-            reseed(cfg.seed, 0, step)
-            group = [next(stream) for _ in range(cfg.grad_accum)]
-            counts = step_counts(group)
-            total_masked, total_seqs = max(1, sum(c[0] for c in counts)), sum(c[1] for c in counts)
-            for b, count in zip(group, counts, strict=True):
-                out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
-                            next_sentence_label=b["next_sentence_label"])
-                loss = out.mlm_loss * (count[0] / total_masked)
-                if recipe.nsp:
-                    loss = loss + out.nsp_loss * (count[1] / total_seqs)
-                loss.backward()
-                window["mlm"] += float(out.mlm_loss.detach()) * count[0]
-                window["nsp"] += float(out.nsp_loss.detach()) * count[1]
-                window["masked"] += count[0]
-                window["seqs"] += count[1]
-                window["tokens"] += count[2]
-                tokens += count[2]
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            step += 1
-            elapsed = time.perf_counter() - started
-            train_seconds += elapsed
-            window["t"] += elapsed
-            if step % cfg.log_every == 0 or step == steps:
-                result["log"].append({"step": step, "tokens": tokens, "train_seconds": train_seconds,
-                                      "seq_len": seq_len,
-                                      "mlm_loss": window["mlm"] / max(1, window["masked"]),
-                                      "nsp_loss": window["nsp"] / window["seqs"], "lr": scheduler.get_last_lr()[0],
-                                      "grad_norm": float(grad_norm), "tokens_per_s": window["tokens"] / window["t"]})
-                window = dict.fromkeys(window, 0)
-            if step % cfg.eval_every == 0 or step == steps:
-                evaluate(False)
-    evaluate(True)
-    result.update({"steps": step, "tokens": tokens, "train_seconds": train_seconds,
-                   "tokens_per_s": tokens / train_seconds, "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
-    if not write:
-        return result
+    evaluate(0, 0, 0.0)
+    trained = train_phases(
+        model, cfg, phases, corpus, tokenizer, MaskedLMAndNSP() if recipe.nsp else MaskedLMOnly(), evaluate
+    )
+    evaluate(trained["steps"], trained["tokens"], trained["train_seconds"], full=True)
+    result.update(
+        trained, tokens_per_s=trained["tokens"] / trained["train_seconds"], finished=time.strftime("%Y-%m-%d %H:%M:%S")
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}@{budget}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, path)
-    log(f"[{name}@{budget}] wrote {path} ({train_seconds / 60:.1f} min, {tokens / train_seconds:,.0f} tokens/s)")
+    log(
+        f"[{name}@{budget}] wrote {path} ({trained['train_seconds'] / 60:.1f} min, "
+        f"{result['tokens_per_s']:,.0f} tokens/s)"
+    )
     return result
 
 
-def check(data_dir: str | None) -> None:
-    "The default recipe's first steps through this loop and through `bertlib.train.train` give the same losses."
-    from bertlib.train import train
+def check(data_dir: str | None, steps: int = 6) -> None:
+    """The first steps of the `default` and `b8-lr1e-3-m30` recipes (batch 8 as 2 x 4 for the first, to cover
+    accumulation) through `train_phases` and through `bertlib.pretrain.train` give the same losses."""
     tokenizer = tokenizer_for(8192, data_dir)
     corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
-    cfg = TrainConfig(max_steps=6, batch_size=8, grad_accum=2, log_every=1, eval_every=1000, save_every=1000,
-                      device="cpu", seed=0)
-    torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig.from_preset("mini"))
-    reference = [r["mlm_loss"] for r in train(model, PretrainingDataset(corpus, tokenizer, 128, seed=0), cfg,
-                                              show_progress=False)]
-    recipe = Recipe("check", train={"batch_size": 8, "grad_accum": 2})
-    result = run("check", "full", data_dir, log=lambda *_: None, recipe=recipe, tokens=6 * 8 * MEAN_LEN_128,
-                 log_every=1, write=False)
-    mine = [r["mlm_loss"] for r in result["log"]]
-    print("library:", [f"{x:.6f}" for x in reference])
-    print("study:  ", [f"{x:.6f}" for x in mine])
-    assert len(mine) == len(reference) == 6 and all(abs(a - b) < 1e-5 for a, b in zip(reference, mine, strict=True))
+    for name, extra in (("default", {"batch_size": 8, "grad_accum": 2}), ("b8-lr1e-3-m30", {})):
+        recipe = replace(RECIPES[name], train={**RECIPES[name].train, **extra})
+        model_config, cfg, phases = configs(recipe, BUDGET_TOKENS)
+        cfg = replace(cfg, max_steps=steps, log_every=1, eval_every=steps + 1, save_every=steps + 1)
+        dataset = training_pairs(corpus, tokenizer, cfg, cfg.max_seq_len)
+        library = train(build_model(model_config, recipe, cfg.seed), dataset, cfg, show_progress=False)
+        study = train_phases(
+            build_model(model_config, recipe, cfg.seed),
+            cfg,
+            [(cfg.max_seq_len, steps)],
+            corpus,
+            tokenizer,
+            MaskedLMAndNSP(),
+        )["log"]
+        for part in MaskedLMAndNSP.parts:
+            reference, mine = [r[part] for r in library], [r[part] for r in study]
+            print(
+                f"{name} {part}\n  bertlib.pretrain.train: {[f'{x:.6f}' for x in reference]}\n"
+                f"  train_phases:           {[f'{x:.6f}' for x in mine]}"
+            )
+            if len(mine) != steps or reference != mine:
+                sys.exit(f"{name}: the study's {part} differs from the library's")
     print("same losses")
 
 
 def speed(names: list[str], data_dir: str | None, sequences: int = 1280, rounds: int = 2) -> dict:
-    """Seconds per training token of each recipe at the full budget, measured on `sequences` pairs per sequence
-    length and recipe, back to back (`rounds` times,
-    interleaved, best round kept, so that the other session's load touches every recipe alike). Writes
-    `results/speed.json`; the recipes with `tokens_scale` use it to train as long as the default does."""
+    """Training tokens/s of each recipe at the full budget, measured back to back on `sequences` pairs per
+    phase and recipe (`rounds` times, interleaved, best round kept, so that other load on the machine touches
+    every recipe alike); the recipes' phases are weighted by their share of the steps. Writes `speed.json`."""
     best: dict[str, float] = {}
     for _ in range(rounds):
         for name in names:
@@ -428,54 +463,63 @@ def speed(names: list[str], data_dir: str | None, sequences: int = 1280, rounds:
             model_config, cfg, phases = configs(recipe, BUDGET_TOKENS)
             tokenizer = tokenizer_for(model_config.vocab_size, data_dir)
             corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
-            torch.manual_seed(0)
-            model = BertForPreTraining(model_config)
-            optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
-            micro = cfg.batch_size // cfg.grad_accum
-            steps = sequences // cfg.batch_size
-            seconds = tokens = 0.0
+            objective = MaskedLMAndNSP() if recipe.nsp else MaskedLMOnly()
+            seconds = tokens = 0.0  # per step of the whole run: each phase's, weighted by its share of the steps
             for seq_len, phase_steps in phases:
-                dataset = PretrainingDataset(corpus, tokenizer, seq_len, seed=0, mlm_probability=cfg.mlm_probability)
-                sampler = ResumableSampler(PretrainingSampler(dataset.lengths, micro * cfg.grad_accum, seed=0))
-                stream = micro_batches(make_loader(dataset, sampler, micro), DataPosition())
-                phase_seconds = phase_tokens = 0.0
-                for i in range(steps + 5):
-                    started = time.perf_counter()
-                    group = [next(stream) for _ in range(cfg.grad_accum)]
-                    counts = step_counts(group)
-                    for b in group:
-                        out = model(b["input_ids"], b["token_type_ids"], b["attention_mask"], labels=b["labels"],
-                                    next_sentence_label=b["next_sentence_label"])
-                        (out.mlm_loss + out.nsp_loss).backward()
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    if i >= 5:  # the first steps warm up the allocator
-                        phase_seconds += time.perf_counter() - started
-                        phase_tokens += sum(c[2] for c in counts)
-                # the whole run's share of this phase, at this phase's speed
-                share = phase_steps / cfg.max_steps
-                seconds += share * phase_seconds / steps
-                tokens += share * phase_tokens / steps
-            per_token = seconds / tokens
-            best[name] = min(best.get(name, math.inf), per_token)
-            print(f"[speed] {name}: {1 / per_token:,.0f} tokens/s", flush=True)
-    result = {"tokens_per_s": {n: 1 / t for n, t in best.items()}, "machine": machine(), "sequences": sequences,
-              "rounds": rounds, "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS.parent / "speed.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+                steps = sequences // cfg.batch_size
+                log = train_phases(
+                    build_model(model_config, recipe, cfg.seed),
+                    replace(cfg, log_every=5),
+                    [(seq_len, steps + 5)],
+                    corpus,
+                    tokenizer,
+                    objective,
+                )["log"]
+                first, last = log[0], log[-1]  # the first 5 steps warm the allocator up
+                seconds += phase_steps / cfg.max_steps * (last["train_seconds"] - first["train_seconds"]) / steps
+                tokens += phase_steps / cfg.max_steps * (last["tokens"] - first["tokens"]) / steps
+            best[name] = max(best.get(name, 0.0), tokens / seconds)
+            print(f"[speed] {name}: {tokens / seconds:,.0f} tokens/s", flush=True)
+    result = {
+        "tokens_per_s": best,
+        "machine": machine(),
+        "threads": torch.get_num_threads(),
+        "sequences": sequences,
+        "rounds": rounds,
+        "commit": git_commit(),
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    (HERE / "speed.json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return result
 
 
 # ---------------------------------------------------------------------------------------------- report
 def load_results() -> list[dict]:
-    return [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
+    "Every result file, by budget, then in the order of `RECIPES`."
+    results = [json.loads(p.read_text(encoding="utf-8")) for p in sorted(RESULTS.glob("*.json"))]
+    order = list(RECIPES)
+    return sorted(
+        results,
+        key=lambda r: (
+            list(BUDGETS).index(r["budget"]),
+            order.index(r["recipe"]) if r["recipe"] in order else len(order),
+        ),
+    )
+
+
+def ported(result: dict) -> bool:
+    "Whether the run came from this script's loop (`train_phases`) rather than the one written for `bertlib.train`."
+    return "loop" in result
+
+
+def subset_curve(result: dict) -> list[dict]:
+    "The validations on the fixed subset (the whole split is scored once, at the end)."
+    return [e for e in result["evaluations"] if e["split"] != "validation"]
 
 
 def at_wall_time(result: dict, seconds: float) -> float | None:
     "Subset perplexity at `seconds` of training, interpolated in log-perplexity; None beyond the run's end."
-    points = [(e["train_seconds"], math.log(e["mlm_perplexity"])) for e in result["evaluations"]
-              if e["split"] != "validation"]
+    points = [(e["train_seconds"], math.log(e["mlm_perplexity"])) for e in subset_curve(result)]
     if seconds > points[-1][0] * 1.001:
         return None
     for (t0, y0), (t1, y1) in zip(points, points[1:], strict=False):
@@ -486,143 +530,299 @@ def at_wall_time(result: dict, seconds: float) -> float | None:
 
 def gpu_escapes(runs_dir: Path, threshold: float = 300.0) -> list[dict]:
     """For each GPU run folder (config.json + metrics.jsonl), the first validation below `threshold` perplexity:
-    its step, the pairs and tokens seen by then, the learning rate then, and the NSP accuracy."""
+    its step, the learning rate then and the NSP accuracy, with the lowest perplexity before it."""
     rows = []
     for folder in sorted(p for p in runs_dir.iterdir() if (p / "metrics.jsonl").exists()):
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-                   if line.strip()]
-        train_log = [r for r in records if "lr" in r]
+        records = [
+            json.loads(line)
+            for line in (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
         valid = [r for r in records if r.get("split") == "validation"]
         escape = next((r for r in valid if r["mlm_perplexity"] < threshold), None)
         before = [r for r in valid if escape is None or r["step"] < escape["step"]]
-        lr_then = next((r["lr"] for r in train_log if escape and r["step"] >= escape["step"]), None)
+        lr_then = next((r["lr"] for r in records if "lr" in r and escape and r["step"] >= escape["step"]), None)
         t = config["training"]
-        rows.append({"run": folder.name, "model": config["model"]["hidden_size"], "lr": t["lr"], "epochs": t["epochs"],
-                     "batch": t["batch_size"], "valid": valid, "escape_step": escape and escape["step"],
-                     "plateau_ppl": min(r["mlm_perplexity"] for r in before) if before else None,
-                     "lr_then": lr_then, "nsp_then": escape and escape["nsp_accuracy"],
-                     "final_step": valid[-1]["step"], "final_ppl": valid[-1]["mlm_perplexity"]})
+        pairs = escape and escape["step"] * t["batch_size"]
+        rows.append(
+            {
+                "run": folder.name,
+                "hidden": config["model"]["hidden_size"],
+                "lr": t["lr"],
+                "epochs": t["epochs"],
+                "batch": t["batch_size"],
+                "valid": valid,
+                "escape_step": escape and escape["step"],
+                "pairs": pairs,
+                "tokens": pairs and pairs * MEAN_LEN[128],
+                "plateau_ppl": min(r["mlm_perplexity"] for r in before) if before else None,
+                "lr_then": lr_then,
+                "nsp_then": escape and escape["nsp_accuracy"],
+                "final_step": valid[-1]["step"],
+                "final_ppl": valid[-1]["mlm_perplexity"],
+            }
+        )
     return rows
 
 
-def budget_group(results: list[dict], budget: str) -> list[dict]:
-    "The runs of one budget; the 'wall' group starts with the default's full run (its own wall time)."
+def recipe_note(result: dict) -> str:
+    "What the result's recipe changes, in today's words (older files may word it otherwise)."
+    return RECIPES[result["recipe"]].note if result["recipe"] in RECIPES else result["note"]
+
+
+def script_lacks_recipe(result: dict) -> bool:
+    "Whether the script at the result's recorded commit (the HEAD when it ran) does not define its recipe yet."
+    found = subprocess.run(
+        ["git", "show", f"{result['commit']}:experiments/recipe_study.py"], cwd=ROOT, capture_output=True, text=True
+    )
+    return found.returncode == 0 and f'"{result["recipe"]}": Recipe' not in found.stdout
+
+
+def commits_note(results: list[dict]) -> str:
+    "Which script made which rows: the commits recorded in the result files."
+    old = sorted({r["commit"] for r in results if not ported(r)})
+    new = sorted({r["commit"] for r in results if ported(r)})
+    lines = [
+        "Each row names the commit that was the HEAD when the run started "
+        "(`git show COMMIT:experiments/recipe_study.py`; `-dirty` marks a script or library with uncommitted "
+        "edits)."
+    ]
+    if old:
+        lines.append(
+            f"Rows from {', '.join(f'`{c}`' for c in old)} were made by the script written for the "
+            "library's old API (`bertlib.train`, since removed), whose loop was a copy of that `train` with "
+            "its own sampler; they are kept as they were."
+        )
+        early = [r for r in results if not ported(r) and script_lacks_recipe(r)]
+        if early:
+            lines.append(
+                "The runs marked * started before their recipe was committed (the script then held it as "
+                "an uncommitted edit): "
+                + ", ".join(f"`{r['recipe']}@{r['budget']}`" for r in early)
+                + "; every result file records the settings it ran with (`settings`, `model_config`, "
+                "`train_config`)."
+            )
+    if new:
+        lines.append(
+            f"Rows from {', '.join(f'`{c}`' for c in new)} were made by this script, whose loop is built "
+            "from `bertlib.trainer` and gives `bertlib.pretrain.train`'s losses (`check`)."
+        )
+    if old and new:
+        lines.append(
+            "The two scripts draw different data orders and masks from the same seed, so compare recipes "
+            "run by the same script."
+        )
+    return " ".join(lines)
+
+
+def common_seconds(group: list[dict]) -> float:
+    "The training time of a group's fastest run: every run of the group has a curve up to there."
+    return min(r["train_seconds"] for r in group)
+
+
+def study_table(results: list[dict], budget: str) -> list[str]:
+    "The study README's table of one budget."
     group = [r for r in results if r["budget"] == budget]
-    if budget == "wall" and group:
-        group = [r for r in results if r["budget"] == "full" and r["recipe"] == "default"] + group
-    return group
+    common = common_seconds(group)
+    lines = [
+        f"## Budget `{budget}`",
+        "",
+        f"Equal tokens: the `val ppl` column (whole split, at the end). Equal wall time: `ppl @ "
+        f"{common / 60:.1f} min`, each run's subset curve at the training time of the group's fastest run, "
+        "interpolated in log-perplexity.",
+        "",
+        "| recipe | what changes | steps | tokens | tokens/s | train min | val ppl | MLM acc | NSP acc | "
+        f"ppl @ {common / 60:.1f} min | KL to unigram | top-1 in 10 most frequent | commit |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in group:
+        final, probe = r["evaluations"][-1], [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
+        mark = "*" if not ported(r) and script_lacks_recipe(r) else ""
+        lines.append(
+            f"| `{r['recipe']}` | {recipe_note(r)} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
+            f"{r['tokens_per_s']:,.0f} | "
+            f"{r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | {final['mlm_accuracy']:.3f} | "
+            f"{final['nsp_accuracy']:.3f} | {at_wall_time(r, common):.1f} | {probe['kl_to_unigram']:.2f} | "
+            f"{probe['top1_in_10_most_frequent']:.2f} | `{r['commit']}`{mark} |"
+        )
+    return [*lines, ""]
 
 
-def report(gpu_runs: Path | None = None) -> None:
-    "Write README.md (the table) and the figures from the result files."
+def gpu_table(gpu: list[dict]) -> list[str]:
+    "The study README's table of the GPU runs' escape from the plateau."
+    lines = [
+        "## The plateau on the GPU runs (evidence of what gets the model out)",
+        "",
+        "From `docs/results/gpu/runs` (H100, batch 256, seq 128, warm-up 6%, linear decay; `small` = hidden "
+        "512). 'escape' = the first validation below perplexity 300; tokens = pairs seen x "
+        f"{MEAN_LEN[128]:.0f} (the mean length of a training pair).",
+        "",
+        "| run | hidden | lr | epochs | lowest ppl before | escape step | pairs seen | tokens seen | x CPU budget | "
+        "lr then | NSP then | last step | last ppl |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for g in gpu:
+        escaped = g["escape_step"] is not None
+        cells = [
+            g["run"],
+            g["hidden"],
+            f"{g['lr']:g}",
+            f"{g['epochs']:g}",
+            f"{g['plateau_ppl']:.0f}",
+            g["escape_step"] if escaped else "-",
+            f"{g['pairs']:,}" if escaped else "-",
+            f"{g['tokens'] / 1e6:.0f}M" if escaped else "-",
+            f"{g['tokens'] / BUDGET_TOKENS:.0f}" if escaped else "-",
+            f"{g['lr_then']:.2e}" if escaped else "-",
+            f"{g['nsp_then']:.2f}" if escaped else "-",
+            f"{g['final_step']:,}",
+            f"{g['final_ppl']:.1f}",
+        ]
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+    return [*lines, ""]
+
+
+def readme_block(results: list[dict], gpu: list[dict]) -> str:
+    """The README's summary: the full-budget runs beside their runs at a third, whether the target was met, and
+    how many tokens the GPU runs needed to leave the plateau."""
+    full = [r for r in results if r["budget"] == "full"]
+    confirmed = {r["recipe"] for r in full}
+    rows = full + [r for r in results if r["budget"] == "third" and r["recipe"] in confirmed]
+    common = {
+        b: common_seconds([r for r in results if r["budget"] == b])
+        for b in BUDGETS
+        if any(r["budget"] == b for r in results)
+    }
+    lines = [
+        "### Can `mini` leave the plateau on a CPU? (the recipe study)",
+        "",
+        "Generated by `python experiments/recipe_study.py --report` from `experiments/recipe_study/results`; do "
+        f"not edit by hand. Each recipe trains `mini` from scratch for a number of training tokens: `full` is "
+        f"that of the main command before this study ({DEFAULT_STEPS:,} steps of {BASELINE['batch_size']} pairs, "
+        f"{BUDGET_TOKENS / 1e6:.2f}M tokens), `third` a third of it; one thread of the development machine's "
+        "CPU, shared with other work. `val ppl` and `NSP` are on the whole validation split at the end; the "
+        "last column is the perplexity on a fixed 640-pair subset after as much training time as the fastest "
+        "run of the same budget had (" + ", ".join(f"`{b}`: {s / 60:.1f} min" for b, s in common.items()) + ").",
+        "",
+        "| recipe | what changes | budget | tokens | minutes | val ppl | NSP | ppl at equal wall time |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        final = r["evaluations"][-1]
+        lines.append(
+            f"| `{r['recipe']}` | {recipe_note(r)} | {r['budget']} | {r['tokens'] / 1e6:.2f}M | "
+            f"{r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
+            f"{final['nsp_accuracy']:.1%} | {at_wall_time(r, common[r['budget']]):.1f} |"
+        )
+    met = [
+        r["recipe"]
+        for r in full
+        if r["evaluations"][-1]["mlm_perplexity"] <= TARGET_PPL and r["evaluations"][-1]["nsp_accuracy"] >= TARGET_NSP
+    ]
+    screened = len({r["recipe"] for r in results if r["budget"] == "third"})
+    target = (
+        f"The target (validation perplexity <= {TARGET_PPL:.0f} and NSP accuracy >= {TARGET_NSP:.0%} at the full "
+        "budget)"
+    )
+    if met:
+        verdict = f"was met by {', '.join(f'`{m}`' for m in met)}."
+    elif full:
+        verdict = f"was met by none of the {len(full)} recipes run at the full budget ({screened} screened at a third)."
+    else:
+        verdict = "has not been tried yet: no recipe has been run at the full budget."
+    lines += ["", f"{target} {verdict}"]
+    escaped = [g for g in gpu if g["escape_step"] is not None]
+    if escaped:
+        least = min(escaped, key=lambda g: g["tokens"])
+        mini = [g for g in escaped if g["hidden"] == 256]
+        lines += [
+            "",
+            f"On the GPU (`docs/results/gpu/runs`, batch 256) the first validation below perplexity 300 "
+            f"came after {least['tokens'] / 1e6:.0f}M training tokens at the earliest (`{least['run']}`, hidden "
+            f"{least['hidden']}, {least['tokens'] / BUDGET_TOKENS:.0f}x the CPU budget)"
+            + (
+                f"; the `mini` runs needed {min(g['tokens'] for g in mini) / 1e6:.0f}M to "
+                f"{max(g['tokens'] for g in mini) / 1e6:.0f}M ({min(g['tokens'] for g in mini) / BUDGET_TOKENS:.0f}x"
+                f" to {max(g['tokens'] for g in mini) / BUDGET_TOKENS:.0f}x)"
+                if mini
+                else ""
+            )
+            + " (tokens = pairs seen x the mean pair length).",
+        ]
+    lines += [
+        "",
+        "Every recipe, the probes of the plateau and the GPU evidence: "
+        "[experiments/recipe_study/README.md](experiments/recipe_study/README.md); the validation curves: "
+        "[curves.png](experiments/recipe_study/curves.png).",
+    ]
+    return "\n".join(lines)
+
+
+def figures(results: list[dict], gpu: list[dict]) -> None:
+    "curves.png (the subset validation curves, by tokens and by time) and plateau.png (the probes, the GPU runs)."
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = load_results()
-    if not results:
-        sys.exit(f"no results in {RESULTS}")
-    order = list(RECIPES)
-    results.sort(key=lambda r: (list(BUDGETS).index(r["budget"]), order.index(r["recipe"])
-                                if r["recipe"] in order else 99))
-    lines = ["# Pre-training recipe study (`mini` on the 2-core CPU)", "",
-             "Generated by `python experiments/recipe_study.py --report` from `results/*.json`; do not edit.", "",
-             f"Budget `full` = the training tokens of the README's main command ({DEFAULT_STEPS:,} steps x "
-             f"{DEFAULT_BATCH} pairs x {MEAN_LEN_128:.0f} tokens = {BUDGET_TOKENS / 1e6:.2f}M); `third` = a third of "
-             "it. Validation: the whole split (2,358 pairs, 15% masked, seq 128, the same masks for every run) at "
-             "the end; the curves use a fixed subset (640 pairs). One thread (`torch.set_num_threads(1)`); the "
-             "machine's 2 cores were shared with another session's tests, so tokens/s (training only, evaluation "
-             "excluded) carries that noise.", ""]
-    for budget in BUDGETS:
-        group = budget_group(results, budget)
-        if not group:
-            continue
-        common = min(r["train_seconds"] for r in group)  # every run of the group has a curve up to here
-        lines += [f"## Budget `{budget}`", "",
-                  f"Equal tokens: the `val ppl` column (whole split, at the end). Equal wall time: `ppl @ "
-                  f"{common / 60:.1f} min`, each run's subset curve at the training time of the group's fastest "
-                  f"run, interpolated in log-perplexity.", "",
-                  "| recipe | what changes | steps | tokens | tokens/s | train min | val ppl | unigram ppl | "
-                  f"MLM acc | NSP acc | ppl @ {common / 60:.1f} min | KL to unigram | top-1 in 10 most frequent |",
-                  "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for r in group:
-            final = r["evaluations"][-1]
-            probe = [e for e in r["evaluations"] if "kl_to_unigram" in e][-1]
-            at_common = at_wall_time(r, common)
-            lines.append(
-                f"| `{r['recipe']}`{' (full run)' if r['budget'] != budget else ''} | {r['note']} |"
-                f" {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
-                f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
-                f"{r['unigram_perplexity']:.0f} | {final['mlm_accuracy']:.3f} | {final['nsp_accuracy']:.3f} | "
-                f"{at_common:.1f} | {probe['kl_to_unigram']:.2f} | {probe['top1_in_10_most_frequent']:.2f} |")
-        lines.append("")
-    speed_file = HERE / "speed.json"
-    if speed_file.exists():
-        measured = json.loads(speed_file.read_text(encoding="utf-8"))
-        base = measured["tokens_per_s"].get("default")
-        lines += ["## Speed, measured back to back", "",
-                  f"`speed` ({measured['sequences']:,} pairs per sequence length and recipe, {measured['rounds']} "
-                  "interleaved rounds, best kept; measured " + measured["measured"] + "): training tokens/s at one "
-                  "thread, and the share of the default's tokens each recipe trains in the default's wall time.", "",
-                  "| recipe | tokens/s | tokens in the default's time |", "|---|---:|---:|"]
-        for name, value in measured["tokens_per_s"].items():
-            share = f"{value / base:.2f} x" if base else ""
-            lines.append(f"| `{name}` | {value:,.0f} | {share} |")
-        lines.append("")
-    gpu = gpu_escapes(gpu_runs) if gpu_runs and gpu_runs.is_dir() else []
-    if gpu:
-        lines += ["## The plateau on the GPU runs (evidence of what gets the model out)", "",
-                  "From `docs/results/gpu/runs` (H100, batch 256, seq 128, warm-up 6%, linear decay; `small` = "
-                  "hidden 512). "
-                  "'escape' = the first validation below perplexity 300.", "",
-                  "| run | hidden | lr | epochs | lowest ppl before | escape step | pairs seen | "
-                  "tokens seen | lr then | NSP then | last step | last ppl |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-        for g in gpu:
-            pairs = g["escape_step"] * g["batch"] if g["escape_step"] else None
-            cells = [g["run"], g["model"], f"{g['lr']:g}", f"{g['epochs']:g}", f"{g['plateau_ppl']:.0f}",
-                     g["escape_step"] or "-", f"{pairs:,}" if pairs else "-",
-                     f"{pairs * MEAN_LEN_128 / 1e6:.0f}M" if pairs else "-",
-                     f"{g['lr_then']:.2e}" if g["lr_then"] else "-", f"{g['nsp_then']:.2f}" if g["nsp_then"] else "-",
-                     f"{g['final_step']:,}", f"{g['final_ppl']:.1f}"]
-            lines.append("| " + " | ".join(map(str, cells)) + " |")
-        lines.append("")
-    lines += ["![validation perplexity](curves.png)", "", "![plateau probes](plateau.png)", ""]
-    (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
-
     budgets = [b for b in BUDGETS if any(r["budget"] == b for r in results)]
-    titles = {"third": "a third of the default's tokens", "full": "the default's tokens",
-              "wall": "the default's wall time (default: its full run)"}
+    titles = {"third": "a third of the default's tokens", "full": "the default's tokens"}
     fig, axes = plt.subplots(len(budgets), 2, figsize=(13, 4.6 * len(budgets)), squeeze=False)
     for row, budget in zip(axes, budgets, strict=True):
-        for i, r in enumerate(budget_group(results, budget)):
-            ev = [e for e in r["evaluations"] if e["split"] != "validation" and e["step"] > 0]
-            style = dict(color=plt.cm.tab20(i % 20), ls="-" if i < 20 else "--", marker="o", ms=3,
-                         label=r["recipe"], lw=2.5 if r["recipe"] == "default" else 1.2)
+        for i, r in enumerate(r for r in results if r["budget"] == budget):
+            ev = [e for e in subset_curve(r) if e["step"] > 0]
+            style = dict(
+                color=plt.cm.tab20(i % 20),
+                ls="-" if i < 20 else "--",
+                marker="o",
+                ms=3,
+                label=r["recipe"],
+                lw=2.5 if r["recipe"] == "default" else 1.2,
+            )
             row[0].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
             row[1].plot([e["train_seconds"] / 60 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
         for ax, xlabel in zip(row, ("training tokens (millions)", "training wall time (min, 1 thread)"), strict=True):
-            ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log", ylim=(200, 1000),
-                   title=f"budget {budget}: {titles[budget]}")
-            ax.axhline(250, color="gray", ls=":", lw=1)
-            ax.text(ax.get_xlim()[0], 252, " target 250", color="gray", fontsize=8, va="bottom")
+            ax.set(
+                xlabel=xlabel,
+                ylabel="validation MLM perplexity (subset)",
+                yscale="log",
+                ylim=(200, 1000),
+                title=f"budget {budget}: {titles[budget]}",
+            )
+            ax.axhline(TARGET_PPL, color="gray", ls=":", lw=1)
+            ax.text(
+                ax.get_xlim()[0], TARGET_PPL * 1.01, f" target {TARGET_PPL:.0f}", color="gray", fontsize=8, va="bottom"
+            )
             ax.grid(alpha=0.3, which="both")
         row[1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(HERE / "curves.png", dpi=90)
+    plt.close(fig)
 
     fig, grid = plt.subplots(2, 3, figsize=(18, 9))
     axes = grid.ravel()
-    panels = [("kl_to_unigram", "nats per masked token", "KL(model || unigram distribution)"),
-              ("top1_in_10_most_frequent", "share", "top-1 predictions among the 10 most frequent tokens"),
-              ("attention_entropy_per_layer", "nats (uniform over 122 tokens: 4.8)",
-               "attention entropy: layer 1 (solid), layer 4 (dashed)"),
-              ("max_head_prev_token_attention", "attention weight (uniform: 0.008)",
-               "largest mean attention of one head to the previous token"),
-              ("mean_attention_to_cls_sep_per_layer", "share of attention (uniform: about 0.025)",
-               "attention to [CLS]/[SEP], mean over heads, layer 4 (runs with this probe)")]
-    for i, r in enumerate(budget_group(results, budgets[-1])):
+    panels = [
+        ("kl_to_unigram", "nats per masked token", "KL(model || unigram distribution)"),
+        ("top1_in_10_most_frequent", "share", "top-1 predictions among the 10 most frequent tokens"),
+        (
+            "attention_entropy_per_layer",
+            "nats (uniform over 122 tokens: 4.8)",
+            "attention entropy: layer 1 (solid), layer 4 (dashed)",
+        ),
+        (
+            "max_head_prev_token_attention",
+            "attention weight (uniform: 0.008)",
+            "largest mean attention of one head to the previous token",
+        ),
+        (
+            "mean_attention_to_cls_sep_per_layer",
+            "share of attention (uniform: about 0.025)",
+            "attention to [CLS]/[SEP], mean over heads, layer 4 (runs with this probe)",
+        ),
+    ]
+    last = [r for r in results if r["budget"] == budgets[-1]]
+    for i, r in enumerate(last):
         ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
         x = [e["tokens"] / 1e6 for e in ev]
         style = dict(color=plt.cm.tab20(i % 20), marker="o", ms=3, label=r["recipe"])
@@ -633,45 +833,124 @@ def report(gpu_runs: Path | None = None) -> None:
             if key == "attention_entropy_per_layer":
                 ax.plot(x, [v[0] for v in values], **style)
                 ax.plot(x, [v[-1] for v in values], **{**style, "ls": "--", "label": None})
-            elif key == "mean_attention_to_cls_sep_per_layer":
-                ax.plot(x, [v[-1] for v in values], **style)
             else:
-                ax.plot(x, values, **style)
+                ax.plot(x, [v[-1] for v in values] if isinstance(values[0], list) else values, **style)
     for ax, (_, ylabel, title) in zip(axes, panels, strict=False):
         ax.set(xlabel="training tokens (millions)", ylabel=ylabel, title=title)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     for i, g in enumerate(gpu):
-        axes[5].plot([r["step"] * g["batch"] * MEAN_LEN_128 / 1e6 for r in g["valid"]],
-                     [r["mlm_perplexity"] for r in g["valid"]], color=f"C{i}", label=g["run"])
-    cpu_full = budget_group(results, budgets[-1])
-    for i, r in enumerate(cpu_full):
-        ev = [e for e in r["evaluations"] if e["split"] != "validation"]
-        axes[5].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev],
-                     color=plt.cm.tab20(i % 20), ls=":", lw=1)
+        axes[5].plot(
+            [r["step"] * g["batch"] * MEAN_LEN[128] / 1e6 for r in g["valid"]],
+            [r["mlm_perplexity"] for r in g["valid"]],
+            color=f"C{i}",
+            label=g["run"],
+        )
+    for i, r in enumerate(last):
+        ev = subset_curve(r)
+        axes[5].plot(
+            [e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=plt.cm.tab20(i % 20), ls=":", lw=1
+        )
     axes[5].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
-    axes[5].set(xscale="log", yscale="log", xlabel="training tokens (millions)", ylabel="validation perplexity",
-                title="GPU runs (batch 256, solid) vs CPU runs (dotted)")
+    axes[5].set(
+        xscale="log",
+        yscale="log",
+        xlabel="training tokens (millions)",
+        ylabel="validation perplexity",
+        title="GPU runs (batch 256, solid) vs CPU runs (dotted)",
+    )
     axes[5].grid(alpha=0.3, which="both")
     axes[5].legend(fontsize=7)
     fig.suptitle(f"The plateau: CPU runs of budget '{budgets[-1]}' (fixed validation subset), GPU runs beside them")
     fig.tight_layout()
     fig.savefig(HERE / "plateau.png", dpi=90)
-    print(f"wrote {HERE / 'README.md'}, curves.png, plateau.png")
+    plt.close(fig)
+
+
+def report(gpu_runs: Path | None = None, readme: Path = ROOT / "README.md") -> None:
+    "Write recipe_study/README.md, the figures and the README's block from the result files."
+    results = load_results()
+    if not results:
+        sys.exit(f"no results in {RESULTS}")
+    gpu = gpu_escapes(gpu_runs) if gpu_runs and gpu_runs.is_dir() else []
+    baselines = {ported(r): r["unigram_perplexity"] for r in results}
+    lines = [
+        "# Pre-training recipe study (`mini` on the 2-core CPU)",
+        "",
+        "Generated by `python experiments/recipe_study.py --report` from `results/*.json`; do not edit.",
+        "",
+        f"Budget `full` = the training tokens of the README's main command before this study ({DEFAULT_STEPS:,} "
+        f"steps x {BASELINE['batch_size']} pairs x {MEAN_LEN[128]:.0f} tokens = {BUDGET_TOKENS / 1e6:.2f}M); "
+        "`third` = a third of it. Validation: the whole split (2,358 pairs, 15% masked, seq 128, the same masks "
+        "for every run) at the end; the curves use a fixed subset (640 pairs). One thread; the machine's 2 "
+        "cores were shared with another session's work, so tokens/s (training only, evaluation excluded) "
+        "carries that noise. The unigram baseline (every masked token guessed from its train-split frequency) "
+        "scores perplexity "
+        + " and ".join(
+            f"{v:.1f} ({'`bertlib.evaluate.unigram_baseline`, add-one' if p else 'the old script, add-0.5'})"
+            for p, v in sorted(baselines.items(), reverse=True)
+        )
+        + " on the same tokens.",
+        "",
+        commits_note(results),
+        "",
+    ]
+    for budget in BUDGETS:
+        if any(r["budget"] == budget for r in results):
+            lines += study_table(results, budget)
+    speed_file = HERE / "speed.json"
+    if speed_file.exists():
+        measured = json.loads(speed_file.read_text(encoding="utf-8"))
+        base = measured["tokens_per_s"].get("default")
+        lines += [
+            "## Speed, measured back to back",
+            "",
+            f"`speed` ({measured['sequences']:,} pairs per sequence length and recipe, {measured['rounds']} "
+            f"interleaved rounds, best kept; measured {measured['measured']}"
+            + (f", script `{measured['commit']}`" if "commit" in measured else ", by the old script")
+            + "): training tokens/s at one thread, and the share of the default's tokens each recipe trains in "
+            "the default's wall time.",
+            "",
+            "| recipe | tokens/s | tokens in the default's time |",
+            "|---|---:|---:|",
+        ]
+        lines += [
+            f"| `{name}` | {value:,.0f} | {f'{value / base:.2f} x' if base else ''} |"
+            for name, value in measured["tokens_per_s"].items()
+        ]
+        lines.append("")
+    if gpu:
+        lines += gpu_table(gpu)
+    lines += ["![validation perplexity](curves.png)", "", "![plateau probes](plateau.png)", ""]
+    (HERE / "README.md").write_text("\n".join(lines), encoding="utf-8")
+    figures(results, gpu)
+    update_readme(readme, readme_block(results, gpu), *README_MARKERS)
+    print(f"wrote {HERE / 'README.md'}, curves.png, plateau.png and the recipe study's block of {readme}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", nargs="?", choices=["run", "check", "speed"],
-                        help="run recipes, check the loop, or measure the recipes' speed")
+    parser.add_argument(
+        "command",
+        nargs="?",
+        choices=["run", "check", "speed"],
+        help="run recipes, check the loop against the library's, or measure the recipes' speed",
+    )
     parser.add_argument("recipes", nargs="*", help=f"recipe names: {', '.join(RECIPES)}")
     parser.add_argument("--all", action="store_true", help="every recipe (finished runs are skipped)")
     parser.add_argument("--budget", choices=list(BUDGETS), default="third")
     parser.add_argument("--force", action="store_true", help="re-run recipes that already have a result")
-    parser.add_argument("--report", action="store_true", help="write README.md and the figures from results/")
-    parser.add_argument("--gpu-runs", type=Path, default=HERE.parents[1] / "docs" / "results" / "gpu" / "runs",
-                        help="GPU run folders to show beside the study (skipped if absent)")
+    parser.add_argument("--report", action="store_true", help="write the study's README, figures and README block")
+    parser.add_argument(
+        "--gpu-runs",
+        type=Path,
+        default=ROOT / "docs" / "results" / "gpu" / "runs",
+        help="GPU run folders to show beside the study (skipped if absent)",
+    )
     args = parser.parse_args()
+    unknown = [n for n in args.recipes if n not in RECIPES]
+    if unknown:
+        parser.error(f"unknown recipe(s) {unknown}; known: {', '.join(RECIPES)}")
     torch.set_num_threads(1)
     data_dir = os.environ.get("BERTLIB_DATA_DIR")
     if args.command == "check":
@@ -679,11 +958,7 @@ def main() -> None:
     elif args.command == "speed":
         speed(args.recipes or list(RECIPES), data_dir)
     elif args.command == "run":
-        names = list(RECIPES) if args.all else args.recipes
-        unknown = [n for n in names if n not in RECIPES]
-        if unknown:
-            parser.error(f"unknown recipe(s) {unknown}; known: {', '.join(RECIPES)}")
-        for name in names:
+        for name in list(RECIPES) if args.all else args.recipes:
             if (RESULTS / f"{name}@{args.budget}.json").exists() and not args.force:
                 print(f"[{name}@{args.budget}] done already; --force to re-run", flush=True)
                 continue
