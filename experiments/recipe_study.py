@@ -88,6 +88,19 @@ class Recipe:
 
 NO_DROPOUT = {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 SHORT_FIRST = {"short_seq_len": 64, "short_fraction": 0.9}
+
+
+def combo(note: str, train: dict | None = None, model: dict | None = None) -> Recipe:
+    "combo-b8's settings (batch 8, dropout 0, mask 30%, seq 64 first, sin/cos positions); `train`, `model` over them."
+    return Recipe(
+        note,
+        model={**NO_DROPOUT, **(model or {})},
+        train={"batch_size": 8, "mlm_probability": 0.30, **(train or {})},
+        pos_init="sinusoidal",
+        **SHORT_FIRST,
+    )
+
+
 RECIPES: dict[str, Recipe] = {
     "default": Recipe(
         "the main command before this study: lr 5e-4, warm-up 6%, batch 32, seq 128, mask 15%, dropout 0.1, Post-LN"
@@ -106,34 +119,10 @@ RECIPES: dict[str, Recipe] = {
     "no-nsp": Recipe("NSP loss off (measures NSP's cost; not a candidate)", nsp=False),
     "init-sinusoidal-pos": Recipe("position embeddings initialised as sin/cos waves (std 0.02)", pos_init="sinusoidal"),
     # the single factors that helped, together
-    "combo-b8": Recipe(
-        "batch 8, dropout 0, mask 30%, 90% of steps at seq 64, sin/cos position init",
-        model=NO_DROPOUT,
-        train={"batch_size": 8, "mlm_probability": 0.30},
-        pos_init="sinusoidal",
-        **SHORT_FIRST,
-    ),
-    "combo-b8-lr-1e-3": Recipe(
-        "combo-b8 with lr 1e-3",
-        model=NO_DROPOUT,
-        train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3},
-        pos_init="sinusoidal",
-        **SHORT_FIRST,
-    ),
-    "combo-b8-pre-ln": Recipe(
-        "combo-b8 with Pre-LN and lr 1e-3",
-        model={**NO_DROPOUT, "norm_style": "pre"},
-        train={"batch_size": 8, "mlm_probability": 0.30, "lr": 1e-3},
-        pos_init="sinusoidal",
-        **SHORT_FIRST,
-    ),
-    "combo-b4": Recipe(
-        "combo-b8 with batch 4",
-        model=NO_DROPOUT,
-        train={"batch_size": 4, "mlm_probability": 0.30},
-        pos_init="sinusoidal",
-        **SHORT_FIRST,
-    ),
+    "combo-b8": combo("batch 8, dropout 0, mask 30%, 90% of steps at seq 64, sin/cos position init"),
+    "combo-b8-lr-1e-3": combo("combo-b8 with lr 1e-3", train={"lr": 1e-3}),
+    "combo-b8-pre-ln": combo("combo-b8 with Pre-LN and lr 1e-3", train={"lr": 1e-3}, model={"norm_style": "pre"}),
+    "combo-b4": combo("combo-b8 with batch 4", train={"batch_size": 4}),
     # only PretrainConfig fields: a recipe the library's defaults can take over
     "b8-lr1e-3-m30": Recipe(
         "batch 8, lr 1e-3, mask 30% (settings of the library only)",
