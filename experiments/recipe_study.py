@@ -231,14 +231,17 @@ def train_phases(
     tokenizer,
     objective: MaskedLMAndNSP,
     evaluate: Callable[[int, int, float], None] | None = None,
+    schedule_steps: int | None = None,
 ) -> dict:
     """Train `model` through `phases` [(max_seq_len, steps)] as `bertlib.pretrain.train` trains it in one CPU
-    process (same loader, dropout seeds, loss weighting, clipping and schedule over all the phases' steps); each
-    phase starts its data at epoch 0. `evaluate(step, tokens, train_seconds)` runs every `cfg.eval_every` steps.
-    Returns the logged windows (losses, lr, gradient norm, tokens/s), the steps, tokens and training seconds."""
+    process (same loader, dropout seeds, loss weighting, clipping and schedule over all the phases' steps, or over
+    `schedule_steps` to stop early); each phase starts its data at epoch 0. `evaluate(step, tokens, train_seconds)`
+    runs every `cfg.eval_every` steps. Returns the logged windows (losses, lr, gradient norm, tokens/s), the
+    steps, tokens and training seconds."""
     optimizer = configure_optimizer(model, cfg.lr, cfg.weight_decay)
     steps = sum(n for _, n in phases)
-    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule)
+    schedule_steps = schedule_steps or steps
+    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * schedule_steps), schedule_steps, cfg.schedule)
     micro = cfg.batch_size // cfg.grad_accum
     log, step, tokens, seconds = [], 0, 0, 0.0
     # the logging window: loss x count sums and counts of each part, tokens, seconds
@@ -411,9 +414,11 @@ def run(name: str, budget: str, data_dir: str | None, log=print) -> dict:
     return result
 
 
-def check(data_dir: str | None, steps: int = 6) -> None:
+def check(data_dir: str | None, steps: int = 6, old_steps: int = 50) -> None:
     """The first steps of the `default` and `b8-lr1e-3-m30` recipes (batch 8 as 2 x 4 for the first, to cover
-    accumulation) through `train_phases` and through `bertlib.pretrain.train` give the same losses."""
+    accumulation) through `train_phases` and through `bertlib.pretrain.train` give the same losses; and
+    `train_phases` repeats the first `old_steps` steps that the script written for the old `bertlib.train` logged
+    in `results/default@third.json` (same tokens and gradient norms; losses within 1e-6, a summation order)."""
     tokenizer = tokenizer_for(8192, data_dir)
     corpus = wikitext_corpus("train", tokenizer, data_dir=data_dir)
     for name, extra in (("default", {"batch_size": 8, "grad_accum": 2}), ("b8-lr1e-3-m30", {})):
@@ -422,14 +427,8 @@ def check(data_dir: str | None, steps: int = 6) -> None:
         cfg = replace(cfg, max_steps=steps, log_every=1, eval_every=steps + 1, save_every=steps + 1)
         dataset = training_pairs(corpus, tokenizer, cfg, cfg.max_seq_len)
         library = train(build_model(model_config, recipe, cfg.seed), dataset, cfg, show_progress=False)
-        study = train_phases(
-            build_model(model_config, recipe, cfg.seed),
-            cfg,
-            [(cfg.max_seq_len, steps)],
-            corpus,
-            tokenizer,
-            MaskedLMAndNSP(),
-        )["log"]
+        model = build_model(model_config, recipe, cfg.seed)
+        study = train_phases(model, cfg, [(cfg.max_seq_len, steps)], corpus, tokenizer, MaskedLMAndNSP())["log"]
         for part in MaskedLMAndNSP.parts:
             reference, mine = [r[part] for r in library], [r[part] for r in study]
             print(
@@ -438,6 +437,22 @@ def check(data_dir: str | None, steps: int = 6) -> None:
             )
             if len(mine) != steps or reference != mine:
                 sys.exit(f"{name}: the study's {part} differs from the library's")
+    old = json.loads((RESULTS / "default@third.json").read_text(encoding="utf-8"))
+    model_config, cfg, _ = configs(RECIPES["default"], BUDGET_TOKENS * BUDGETS["third"])
+    model = build_model(model_config, RECIPES["default"], cfg.seed)
+    study = train_phases(
+        model, cfg, [(cfg.max_seq_len, old_steps)], corpus, tokenizer, MaskedLMAndNSP(), schedule_steps=old["steps"]
+    )["log"]
+    logged = [r for r in old["log"] if r["step"] <= old_steps]
+    for theirs, mine in zip(logged, study, strict=True):
+        same = all(theirs[k] == mine[k] for k in ("step", "tokens", "grad_norm", "lr"))
+        close = all(abs(theirs[k] - mine[k]) < 1e-6 for k in MaskedLMAndNSP.parts)
+        print(
+            f"default@third step {mine['step']}: old script {theirs['mlm_loss']:.9f} / {theirs['nsp_loss']:.9f}, "
+            f"train_phases {mine['mlm_loss']:.9f} / {mine['nsp_loss']:.9f}"
+        )
+        if not (same and close):
+            sys.exit(f"train_phases does not repeat the old script's default@third at step {mine['step']}")
     print("same losses")
 
 
@@ -580,8 +595,8 @@ def commits_note(results: list[dict]) -> str:
     if old:
         lines.append(
             f"Rows from {', '.join(f'`{c}`' for c in old)} were made by the script written for the "
-            "library's old API (`bertlib.train`, since removed), whose loop was a copy of that `train` with "
-            "its own sampler; they are kept as they were."
+            "library's old API (`bertlib.train`, since removed), whose loop was a copy of that `train`; they are "
+            "kept as they were."
         )
         early = [r for r in results if not ported(r) and script_lacks_recipe(r)]
         if early:
@@ -599,8 +614,9 @@ def commits_note(results: list[dict]) -> str:
         )
     if old and new:
         lines.append(
-            "The two scripts draw different data orders and masks from the same seed, so compare recipes "
-            "run by the same script."
+            "The two scripts draw the same data, masks and dropout: `check` shows this one repeating the first 50 "
+            "steps the old one logged for `default@third` (same tokens and gradient norms, losses within 1e-6), so "
+            "their rows can be compared."
         )
     return " ".join(lines)
 
@@ -684,7 +700,7 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
         if any(r["budget"] == b for r in results)
     }
     lines = [
-        "### Can `mini` leave the plateau on a CPU? (the recipe study)",
+        "### The CPU recipe study",
         "",
         "Generated by `python experiments/recipe_study.py --report` from `experiments/recipe_study/results`; do "
         f"not edit by hand. Each recipe trains `mini` from scratch for a number of training tokens: `full` is "
@@ -692,17 +708,20 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
         f"{BUDGET_TOKENS / 1e6:.2f}M tokens), `third` a third of it; one thread of the development machine's "
         "CPU, shared with other work. `val ppl` and `NSP` are on the whole validation split at the end; the "
         "last column is the perplexity on a fixed 640-pair subset after as much training time as the fastest "
-        "run of the same budget had (" + ", ".join(f"`{b}`: {s / 60:.1f} min" for b, s in common.items()) + ").",
+        "run of the same budget had (" + ", ".join(f"`{b}`: {s / 60:.1f} min" for b, s in common.items()) + "). "
+        "`script` is the commit the run was made at: rows made before the study was ported to `bertlib.trainer` "
+        "ran the script written for the old `bertlib.train` (the study's README says which).",
         "",
-        "| recipe | what changes | budget | tokens | minutes | val ppl | NSP | ppl at equal wall time |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| recipe | what changes | budget | tokens | minutes | tokens/s | val ppl | NSP | ppl at equal wall time "
+        "| script |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         final = r["evaluations"][-1]
         lines.append(
             f"| `{r['recipe']}` | {recipe_note(r)} | {r['budget']} | {r['tokens'] / 1e6:.2f}M | "
-            f"{r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | "
-            f"{final['nsp_accuracy']:.1%} | {at_wall_time(r, common[r['budget']]):.1f} |"
+            f"{r['train_seconds'] / 60:.1f} | {r['tokens_per_s']:,.0f} | **{final['mlm_perplexity']:.1f}** | "
+            f"{final['nsp_accuracy']:.1%} | {at_wall_time(r, common[r['budget']]):.1f} | `{r['commit']}` |"
         )
     met = [
         r["recipe"]
@@ -721,6 +740,16 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
     else:
         verdict = "has not been tried yet: no recipe has been run at the full budget."
     lines += ["", f"{target} {verdict}"]
+    baseline = next((r for r in full if r["recipe"] == "default"), None)
+    best = min(full, key=lambda r: r["evaluations"][-1]["mlm_perplexity"], default=None)
+    if baseline and best and best is not baseline:
+        ours, theirs = best["evaluations"][-1], baseline["evaluations"][-1]
+        machines = "; ".join(sorted({r["machine"] for r in full if ported(r)}))
+        lines[-1] += (
+            f" At the full budget `{best['recipe']}` did best: validation perplexity {ours['mlm_perplexity']:.1f} "
+            f"against {theirs['mlm_perplexity']:.1f} for `default`, NSP {ours['nsp_accuracy']:.1%} against "
+            f"{theirs['nsp_accuracy']:.1%} (machine: {machines})."
+        )
     escaped = [g for g in gpu if g["escape_step"] is not None]
     if escaped:
         least = min(escaped, key=lambda g: g["tokens"])
@@ -748,6 +777,14 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def colour(result: dict) -> tuple:
+    "One colour per recipe, the same in every panel and budget."
+    import matplotlib.pyplot as plt
+
+    order = list(RECIPES)
+    return plt.cm.tab20(order.index(result["recipe"]) % 20 if result["recipe"] in order else 19)
+
+
 def figures(results: list[dict], gpu: list[dict]) -> None:
     "curves.png (the subset validation curves, by tokens and by time) and plateau.png (the probes, the GPU runs)."
     import matplotlib
@@ -759,11 +796,10 @@ def figures(results: list[dict], gpu: list[dict]) -> None:
     titles = {"third": "a third of the default's tokens", "full": "the default's tokens"}
     fig, axes = plt.subplots(len(budgets), 2, figsize=(13, 4.6 * len(budgets)), squeeze=False)
     for row, budget in zip(axes, budgets, strict=True):
-        for i, r in enumerate(r for r in results if r["budget"] == budget):
+        for r in (r for r in results if r["budget"] == budget):
             ev = [e for e in subset_curve(r) if e["step"] > 0]
             style = dict(
-                color=plt.cm.tab20(i % 20),
-                ls="-" if i < 20 else "--",
+                color=colour(r),
                 marker="o",
                 ms=3,
                 label=r["recipe"],
@@ -811,10 +847,10 @@ def figures(results: list[dict], gpu: list[dict]) -> None:
         ),
     ]
     last = [r for r in results if r["budget"] == budgets[-1]]
-    for i, r in enumerate(last):
+    for r in last:
         ev = [e for e in r["evaluations"] if "kl_to_unigram" in e]
         x = [e["tokens"] / 1e6 for e in ev]
-        style = dict(color=plt.cm.tab20(i % 20), marker="o", ms=3, label=r["recipe"])
+        style = dict(color=colour(r), marker="o", ms=3, label=r["recipe"])
         for ax, (key, _, _) in zip(axes, panels, strict=False):
             if not all(key in e for e in ev):
                 continue
@@ -835,11 +871,9 @@ def figures(results: list[dict], gpu: list[dict]) -> None:
             color=f"C{i}",
             label=g["run"],
         )
-    for i, r in enumerate(last):
+    for r in last:
         ev = subset_curve(r)
-        axes[5].plot(
-            [e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=plt.cm.tab20(i % 20), ls=":", lw=1
-        )
+        axes[5].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=colour(r), ls=":", lw=1)
     axes[5].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
     axes[5].set(
         xscale="log",
