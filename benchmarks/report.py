@@ -114,14 +114,14 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(parts).rstrip("\n")
 
 
-def update_readme(readme: Path, section: str) -> None:
-    "Replace the text between the benchmark markers of `readme` with `section`."
+def update_readme(readme: Path, section: str, start: str = START, end: str = END) -> None:
+    "Replace the text between the markers `start` and `end` (the benchmark markers by default) of `readme`."
     text = readme.read_text(encoding="utf-8")
-    if text.count(START) != 1 or text.count(END) != 1:
-        raise ValueError(f"{readme} must contain {START} and {END} exactly once each")
-    head, rest = text.split(START)
-    _, tail = rest.split(END)
-    readme.write_text(f"{head}{START}\n{section}\n{END}{tail}", encoding="utf-8")
+    if text.count(start) != 1 or text.count(end) != 1:
+        raise ValueError(f"{readme} must contain {start} and {end} exactly once each")
+    head, rest = text.split(start)
+    _, tail = rest.split(end)
+    readme.write_text(f"{head}{start}\n{section}\n{end}{tail}", encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -19,7 +19,8 @@ from .task_examples import TASK_NAMES, TASKS
 from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
 from .train_config import FinetuneConfig, PretrainConfig
 
-DEFAULT_MAX_STEPS = 1000  # without --max-steps or --epochs: about 20 minutes of `mini` on a laptop CPU
+DEFAULT_MAX_STEPS = 4000  # without --max-steps or --epochs: with PretrainConfig's batch of 8, the training tokens
+# of the former default (1,000 steps of 32), the budget of the CPU recipe study (experiments/recipe_study)
 
 
 class UsageError(Exception):
