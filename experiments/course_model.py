@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from readme_blocks import replace_block  # noqa: E402
 
+from benchmarks.report import update_readme  # noqa: E402
 from bertlib.evaluate import evaluate_run  # noqa: E402
 from bertlib.runs import checkpoints, load_run, read_metrics  # noqa: E402
 
@@ -101,7 +101,8 @@ def main() -> None:
         path.write_text(json.dumps(evaluate(), indent=2) + "\n")
     evaluation = json.loads(path.read_text())
     (RUN / "README.md").write_text(card(evaluation))
-    replace_block("course-model", readme_block(evaluation))
+    update_readme(ROOT / "README.md", readme_block(evaluation), "<!-- course-model:start -->",
+                  "<!-- course-model:end -->")
     print(f"wrote {RUN / 'README.md'} and the course model's section of README.md")
 
 

@@ -24,8 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from readme_blocks import replace_block  # noqa: E402
-
+from benchmarks.report import update_readme  # noqa: E402
 from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
 from bertlib.helpers import machine  # noqa: E402
 from bertlib.train_config import FinetuneConfig  # noqa: E402
@@ -122,7 +121,7 @@ def report() -> None:
 Each cell: the best validation score over the epochs (validation set: the task's own; offline SQuAD's is its
 last 8 dev articles), mean ± standard deviation over the seeds. *pre-trained* starts from the course model
 (`models/course-mini`), *random* from the same architecture with random weights, same budget. Machine:
-{'; '.join(machines)}.
+{'; '.join(machines)}, shared with other jobs (so the minutes are upper bounds).
 
 | task | pre-trained `mini` | random init | gain | published BERT-Mini | seeds | train examples | epochs | batch | \
 lr | max len | min per run |
@@ -136,7 +135,7 @@ column (Turc et al. 2019, BERT-Mini, 4 layers x 256, pre-trained on BookCorpus a
 is on the GLUE test set and is there for scale only; the course model saw WikiText-2's 2M words."""
     HERE.mkdir(exist_ok=True)
     (HERE / "README.md").write_text("# Fine-tuning study\n\n" + body + "\n")
-    replace_block("finetune", body)
+    update_readme(ROOT / "README.md", body, "<!-- finetune:start -->", "<!-- finetune:end -->")
     print(body)
 
 
