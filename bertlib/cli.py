@@ -132,14 +132,19 @@ def pretrain(args: argparse.Namespace) -> None:
                                resume=args.resume, on_log=_print_event)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
-    valid = [r for r in records if r.get("split") == "validation"]
-    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
-          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    valid = _report_saved(out, records, start)
     if valid:
         shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy")
         print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown))
     print(f"loss curve: {out / 'loss_curve.png'}")
     print(f"test scores: python -m bertlib evaluate {out} --split test")
+
+
+def _report_saved(out: Path, records: list[dict], start: float) -> list[dict]:
+    "Say where a run was saved and how long this session took; return its validation records."
+    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
+          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    return [r for r in records if r.get("split") == "validation"]
 
 
 def _print_event(record: dict) -> None:
@@ -194,9 +199,7 @@ def finetune(args: argparse.Namespace) -> None:
         records = finetune_run(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
-    valid = [r for r in records if r.get("split") == "validation"]
-    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
-          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    valid = _report_saved(out, records, start)
     if valid:
         from .finetune import SELECTION_METRIC
 

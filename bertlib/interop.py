@@ -64,13 +64,8 @@ def _albert(config: BertConfig) -> bool:
 
 def albert_name(key: str) -> str:
     "HF ALBERT's name for our parameter `key` (each of our layers is a group of one layer in ALBERT)."
-    module, _, kind = key.rpartition(".")
-    if module.startswith(_LAYER_PREFIX):
-        index, name = module.removeprefix(_LAYER_PREFIX).split(".", 1)
-        return f"albert.encoder.albert_layer_groups.{index}.albert_layers.0.{_ALBERT_LAYER_NAMES[name]}.{kind}"
-    if module in _ALBERT_MODULE_NAMES:
-        return f"{_ALBERT_MODULE_NAMES[module]}.{kind}"
-    return f"{module.replace('bert.', 'albert.', 1)}.{kind}"
+    return _rename(key, "albert.encoder.albert_layer_groups.{}.albert_layers.0", _ALBERT_LAYER_NAMES,
+                   _ALBERT_MODULE_NAMES, "albert.")
 
 _OURS_ONLY = ("norm_style", "rope_theta", "embedding_size", "share_layers")  # fields HF's BertConfig lacks
 SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
@@ -88,13 +83,20 @@ _HF_TIED = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.w
             "cls.predictions.decoder.bias": "mlm_head.bias"}
 
 
-def hf_name(key: str) -> str:
-    "HF `BertForPreTraining`'s name for our parameter `key` (e.g. 'bert.encoder.layers.0.attention.query.weight')."
+def _rename(key: str, layer: str, layer_names: dict[str, str], module_names: dict[str, str],
+            prefix: str = "bert.") -> str:
+    """Another family's name for our parameter `key`: layer `i`'s parameters under `layer.format(i)` with
+    `layer_names`, other modules through `module_names`, the rest with our `bert.` turned into `prefix`."""
     module, _, kind = key.rpartition(".")
     if module.startswith(_LAYER_PREFIX):
         index, name = module.removeprefix(_LAYER_PREFIX).split(".", 1)
-        return f"bert.encoder.layer.{index}.{HF_LAYER_NAMES[name]}.{kind}"
-    return f"{_HF_MODULE_NAMES.get(module, module)}.{kind}"
+        return f"{layer.format(index)}.{layer_names[name]}.{kind}"
+    return f"{module_names.get(module, module.replace('bert.', prefix, 1))}.{kind}"
+
+
+def hf_name(key: str) -> str:
+    "HF `BertForPreTraining`'s name for our parameter `key` (e.g. 'bert.encoder.layers.0.attention.query.weight')."
+    return _rename(key, "bert.encoder.layer.{}", HF_LAYER_NAMES, _HF_MODULE_NAMES)
 
 
 def hf_names(model: BertLibModel) -> dict[str, str]:
