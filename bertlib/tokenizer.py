@@ -232,17 +232,21 @@ def train_wordpiece(word_freqs: dict[str, int], vocab_size: int, rule: str = "co
 DEFAULT_VOCAB_SIZE = 8192  # notebook 01: ~1.18 pieces per word on WikiText-2, yet each piece seen often enough
 
 
-def _configure(tokenizer: Tokenizer, lowercase: bool) -> Tokenizer:
-    tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(WIKITEXT_UNK, UNK),
-                                                 normalizers.BertNormalizer(lowercase=lowercase)])
+def _configure(tokenizer: Tokenizer, lowercase: bool, training: bool = False) -> Tokenizer:
+    # [UNK] is matched after normalisation (see `_special_tokens`); the last rule turns lowercasing's "[unk]" back,
+    # so the token keeps its name in the vocabulary and in decoded text. The trainer does not split out added
+    # tokens, so it goes without that rule: otherwise the pieces of an uppercase "UNK" would take vocabulary slots.
+    rules = [normalizers.Replace(WIKITEXT_UNK, UNK), normalizers.BertNormalizer(lowercase=lowercase)]
+    tokenizer.normalizer = normalizers.Sequence(rules if training else [*rules, normalizers.Replace(UNK.lower(), UNK)])
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece(prefix=CONTINUATION)
     return tokenizer
 
 
 def _special_tokens() -> list[AddedToken]:
-    # [UNK] is matched after normalisation so that `<unk>` (replaced by the normaliser) becomes it
-    return [AddedToken(t, special=True, normalized=(t == UNK)) for t in SPECIAL_TOKENS]
+    # [UNK] is matched after normalisation so that `<unk>` (replaced by the normaliser) becomes it, and it is not
+    # "special" to `tokenizers`, whose decoding would drop it: a lost word stays visible in decoded text
+    return [AddedToken(t, special=(t != UNK), normalized=(t == UNK)) for t in SPECIAL_TOKENS]
 
 
 def add_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
@@ -259,7 +263,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
     "Train a BERT WordPiece tokenizer (HF `tokenizers`) on `texts`; special tokens get ids 0-4."
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size={vocab_size} must exceed the {len(SPECIAL_TOKENS)} special tokens")
-    tokenizer = _configure(Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase)
+    tokenizer = _configure(Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase,
+                           training=True)
     trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
                                         special_tokens=_special_tokens(), show_progress=show_progress,
                                         continuing_subword_prefix=CONTINUATION)
@@ -286,7 +291,9 @@ def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokeni
         raise ValueError(f"the vocabulary lacks the special tokens {missing}; BERT needs all of {SPECIAL_TOKENS}")
     tokenizer = _configure(Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK,
                                                       max_input_chars_per_word=100)), lowercase)
-    tokenizer.add_special_tokens(_special_tokens())
+    tokens = _special_tokens()
+    tokenizer.add_special_tokens([t for t in tokens if t.special])  # this call would make [UNK] special too
+    tokenizer.add_tokens([t for t in tokens if not t.special])
     return add_bert_post_processor(tokenizer)
 
 

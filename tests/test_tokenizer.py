@@ -75,8 +75,7 @@ def test_equal_on_adversarial_strings(fast_tokenizer, ours):
 def test_decode_equals_fast_decoder(wikitext, fast_tokenizer, ours):
     for line in wikitext["validation"][:500]:
         ids = fast_tokenizer.encode(line).ids
-        # the fast decoder prints [UNK] in its normalised form
-        assert ours.decode(ids) == fast_tokenizer.decode(ids).replace("[unk]", "[UNK]")
+        assert ours.decode(ids) == fast_tokenizer.decode(ids)  # both keep [UNK], so a lost word shows
 
 
 _pieces = st.one_of(st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
