@@ -1,8 +1,6 @@
 """ALBERT's parameter savings (issue 16): factorised embeddings (`embedding_size` < `hidden_size`) and cross-layer
-sharing (`share_layers`): the parameter counts they promise, one tensor really shared, the export equal to HF
-ALBERT, and a whole run (sentence-order prediction, save, resume, evaluate, fine-tune, export) from the command
-line."""
-import json
+sharing (`share_layers`): the parameter counts they promise, one tensor really shared, and the export equal to HF
+ALBERT (a whole run from the command line is in tests/test_variants.py)."""
 
 import pytest
 import torch
@@ -10,7 +8,6 @@ import transformers
 from bert_testing import small_config
 
 from bertlib import interop
-from bertlib.cli import main
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertlib.model import BertForPreTraining
 
@@ -71,22 +68,3 @@ def test_albert_style_models_equal_hf_albert(share):
             assert torch.allclose(getattr(head(ids), name), getattr(hf_head(ids), name), atol=1e-5)
     with pytest.raises(ValueError, match="rotary"):
         interop.to_transformers(BertForPreTraining(small_config(share_layers=True, position_embedding_type="rope")))
-
-
-def test_an_albert_run_through_the_command_line(tmp_path, tokenizer_file, task_data, capsys, monkeypatch):
-    monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
-    run = tmp_path / "albert"
-    options = ["--preset", "tiny", "--embedding-size", "32", "--share-layers", "--pairing", "sop", "--batch-size", "8",
-               "--max-seq-len", "64", "--eval-batches", "2", "--eval-every", "2", "--save-every", "2",
-               "--tokenizer", str(tokenizer_file), "--output-dir", str(run)]
-    assert main(["pretrain", *options, "--max-steps", "2"]) == 0
-    assert main(["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "4"]) == 0
-    saved = json.loads((run / "config.json").read_text())
-    assert saved["model"]["share_layers"] and saved["training"]["pairing"] == "sop"
-    assert main(["evaluate", str(run), "--json"]) == 0
-    assert "mlm_perplexity" in json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert main(["finetune", "rte", "--from", str(run), "--output-dir", str(tmp_path / "rte"), "--max-steps", "1",
-                 "--train-examples", "8", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]) == 0
-    assert main(["export-hf", str(run), str(tmp_path / "hf")]) == 0
-    assert "AlbertForPreTraining" in json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"]
-    assert type(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf")) is transformers.AlbertForMaskedLM
