@@ -128,6 +128,12 @@ RECIPES: dict[str, Recipe] = {
         "batch 8, lr 1e-3, mask 30% (settings of the library only)",
         train={"batch_size": 8, "lr": 1e-3, "mlm_probability": 0.30},
     ),
+    # the same with rotary positions (issue 16's switch), which left the plateau first in the variants study
+    "b8-lr1e-3-m30-rope": Recipe(
+        "batch 8, lr 1e-3, mask 30%, rotary positions (settings of the library only)",
+        model={"position_embedding_type": "rope"},
+        train={"batch_size": 8, "lr": 1e-3, "mlm_probability": 0.30},
+    ),
 }
 
 
