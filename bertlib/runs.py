@@ -8,7 +8,8 @@ of a training run, written so that a crash never leaves a broken file, and read 
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png
       checkpoints/step-0001000/
-        model.safetensors      the weights (all that evaluation, fill-mask and export need)
+        model.safetensors      the weights (all that evaluation, fill-mask and export need), a tensor that
+                               several modules share (ELECTRA's embeddings) stored once
         training_state.pt      optimiser, schedule, step and data position (what resuming needs)
         checksums.json         SHA-256 of the two files, checked when they are read
       best/checkpoints/step-0000300/   a fine-tuning run's best validation so far (its scores as training state)
@@ -34,7 +35,8 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_model as load_safetensors
+from safetensors.torch import save_model as save_safetensors
 from tokenizers import Tokenizer
 from torch import nn
 
@@ -106,7 +108,7 @@ def save_checkpoint(run_dir: str | os.PathLike, model: nn.Module, training_state
     for trash in folder.glob(".trash-*"):  # left by a crash while deleting
         shutil.rmtree(trash, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, tmp / WEIGHTS)
+    save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
     torch.save(training_state, tmp / TRAINING_STATE)
     write_checksums(tmp)
     _fsync_tree(tmp)
@@ -140,12 +142,11 @@ def _unreadable(checkpoint: Path, err: Exception) -> RunError:
 
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
+    path = _verified(checkpoint, WEIGHTS)
     try:
-        weights = load_file(_verified(checkpoint, WEIGHTS))
+        load_safetensors(model, path)  # fills a shared tensor under every name it has
     except (OSError, SafetensorError) as err:
         raise _unreadable(checkpoint, err) from err
-    try:
-        model.load_state_dict(weights)
     except RuntimeError as err:
         raise RunError(f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); "
                        f"was config.json edited?") from err
