@@ -102,7 +102,8 @@ def _train_config(args: argparse.Namespace, saved: PretrainConfig | None) -> Pre
 
 
 def pretrain(args: argparse.Namespace) -> None:
-    "Pre-train BERT (MLM + NSP) on WikiText-2 into a run folder; with --resume, continue a run."
+    """Pre-train BERT (MLM + NSP, or another --objective) on WikiText-2 into a run folder; with --resume, continue
+    a run."""
     from .pretrain import pretrain as pretrain_run
 
     out = Path(args.output_dir or f"runs/{args.preset or 'mini'}")
@@ -134,8 +135,9 @@ def pretrain(args: argparse.Namespace) -> None:
         raise UsageError(str(err)) from err
     valid = _report_saved(out, records, start)
     if valid:
-        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy")
-        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown))
+        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy", "rtd_accuracy")  # those the run has
+        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
+                                                                   if k in valid[-1]))
     print(f"loss curve: {out / 'loss_curve.png'}")
     print(f"test scores: python -m bertlib evaluate {out} --split test")
 
@@ -161,8 +163,8 @@ def _length(cfg: PretrainConfig) -> str:
     return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
 
 
-def _pretraining_run(run: str, command: str) -> None:
-    "Refuse a fine-tuning run where a command needs the MLM and NSP heads."
+def _pretraining_run(run: str, command: str) -> bool:
+    "Refuse a fine-tuning run where a command needs the MLM head; say whether the run is ELECTRA's."
     try:
         cfg = load_run(run)[1]
     except RunError as err:
@@ -170,6 +172,7 @@ def _pretraining_run(run: str, command: str) -> None:
     if isinstance(cfg, FinetuneConfig):
         raise UsageError(f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
                          f"`python -m bertlib predict {run} TEXT`, or give a pre-training run")
+    return getattr(cfg, "objective", None) == "electra"
 
 
 def finetune(args: argparse.Namespace) -> None:
@@ -239,15 +242,23 @@ def predict(args: argparse.Namespace) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    "Score a run's newest checkpoint on the statically masked validation or test split."
+    """Score a run's newest checkpoint on the statically masked validation or test split (an ELECTRA run: its
+    replaced-token detection and its generator's masked-LM scores)."""
+    from .electra_evaluate import evaluate_electra_run
     from .evaluate import evaluate_run
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
-    _pretraining_run(args.run, "evaluate")
+    electra = _pretraining_run(args.run, "evaluate")
+    if electra and args.baseline:
+        raise UsageError(f"{args.run} is an ELECTRA run; the unigram baseline scores BERT's masked-LM guesses only, "
+                         f"so leave out --baseline")
+    options = dict(device=args.device, batch_size=args.batch_size, data_dir=args.data_dir)
     try:
-        scores = evaluate_run(args.run, args.split, device=args.device, batch_size=args.batch_size,
-                              data_dir=args.data_dir, baseline=args.baseline)
+        if electra:
+            scores = evaluate_electra_run(args.run, args.split, **options)
+        else:
+            scores = evaluate_run(args.run, args.split, **options, baseline=args.baseline)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     if args.json:
@@ -259,17 +270,17 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def fill_mask(args: argparse.Namespace) -> None:
-    "Guess the token behind each [MASK] in a text with a trained run."
+    "Guess the token behind each [MASK] in a text with a trained run (an ELECTRA run guesses with its generator)."
     from .evaluate import fill_mask as guess
 
     try:
         args.text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
-    _pretraining_run(args.run, "fill-mask")
+    electra = _pretraining_run(args.run, "fill-mask")
     try:
         model, tokenizer = load_model(args.run)
-        guesses = guess(model, tokenizer, args.text, top_k=args.top_k)
+        guesses = guess(model.generator if electra else model, tokenizer, args.text, top_k=args.top_k)
     except (RunError, ValueError) as err:
         raise UsageError(str(err)) from err
     if args.json:
@@ -349,7 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cased", action="store_true", help="keep case and accents")
     p.add_argument("--overwrite", action="store_true", help="replace an existing tokenizer in --output-dir")
 
-    p = command("pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job)")
+    p = command("pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job), MLM alone, or ELECTRA")
     p.add_argument("--preset", choices=tuple(PRESETS), help="model size (mini)")
     p.add_argument("--output-dir", help="the run folder (default: runs/PRESET); must be new unless --resume")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")

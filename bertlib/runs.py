@@ -41,6 +41,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .config import BertConfig
+from .electra import ElectraForPreTraining
 from .heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
 from .helpers import atomic_write, fsync_dir, resolve_device
 from .model import BertForPreTraining
@@ -322,8 +323,11 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
-    """The model a run trains, with fresh weights: `BertForPreTraining`, or for a fine-tuning run the head of
-    its task (`bertlib.heads.HEADS`) with the task's label names."""
+    """The model a run trains, with fresh weights: `BertForPreTraining`, for an ELECTRA
+    run `ElectraForPreTraining`, for a fine-tuning run the head of its task (`bertlib.heads.HEADS`) with the
+    task's label names."""
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+        return ElectraForPreTraining(model_config, cfg.generator_size)
     if not isinstance(cfg, FinetuneConfig):
         return BertForPreTraining(model_config)
     task = TASKS[cfg.task]
@@ -344,7 +348,7 @@ def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunCo
 
 def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
     """A run's model in eval mode on `device`, and its tokenizer: the newest checkpoint of a pre-training run
-    (a `BertForPreTraining`), the best one of a fine-tuning run (its task's head)."""
+    (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its task's head)."""
     model_config, cfg, tokenizer = load_run(run_dir)
     checkpoint = (isinstance(cfg, FinetuneConfig) and best_checkpoint(run_dir)) or latest_checkpoint(run_dir)
     model = model_from_checkpoint(model_config, checkpoint, cfg)

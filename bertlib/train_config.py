@@ -24,7 +24,7 @@ from .task_examples import TASK_NAMES
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
-OBJECTIVES = ("mlm_nsp", "mlm")
+OBJECTIVES = ("mlm_nsp", "mlm", "electra")
 
 
 def _option(default: Any, help: str, **metadata: Any) -> Any:
@@ -119,9 +119,19 @@ def _retuned(name: str, default: Any) -> Any:
     return field(default=default, metadata=TrainConfig.__dataclass_fields__[name].metadata)
 
 
+def _check_non_negative(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is not a finite number of 0 or more."
+    for key in keys:
+        value = getattr(config, key)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be 0 or more")
+
+
 @dataclass
 class PretrainConfig(TrainConfig):
-    """`TrainConfig` plus the pre-training data: which WikiText-2, how NSP pairs are made, how tokens are masked.
+    """`TrainConfig` plus the pre-training data: which WikiText-2, how NSP pairs are made, how tokens are masked,
+    and the objective: BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed sequences, or ELECTRA's
+    replaced-token detection on packed sequences (with its generator's size and the weight of its loss).
 
     Its batch, learning rate and masking rate (batch 8, peak learning rate 1e-3, 30% of the tokens masked) beat
     the former defaults (batch 32, 5e-4, 15%) at equal training tokens in the CPU recipe study
@@ -133,8 +143,14 @@ class PretrainConfig(TrainConfig):
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
-    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP) or 'mlm' (RoBERTa: full-length "
-                                        "packed sequences, MLM only)", choices=OBJECTIVES)
+    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP), 'mlm' (RoBERTa: full-length "
+                                        "packed sequences, MLM only) or 'electra' (packed sequences, a generator "
+                                        "fills the masks and the model learns which tokens were replaced)",
+                             choices=OBJECTIVES)
+    generator_size: float = _option(0.25, "electra: the generator's width as a share of the model's (ELECTRA: 1/4 "
+                                          "to 1/3)")
+    rtd_weight: float = _option(50.0, "electra: the weight of the replaced-token loss beside the generator's MLM "
+                                      "loss (ELECTRA's lambda)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -144,6 +160,9 @@ class PretrainConfig(TrainConfig):
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"PretrainConfig.mlm_probability={self.mlm_probability} is not valid; it must be in "
                              f"(0, 1)")
+        if not 0 < self.generator_size <= 1:
+            raise ValueError(f"PretrainConfig.generator_size={self.generator_size} is not valid; it must be in (0, 1]")
+        _check_non_negative(self, ("rtd_weight",))
 
 
 @dataclass
