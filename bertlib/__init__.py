@@ -4,6 +4,7 @@ Modules:
 
 - `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
 - `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
+- `bertlib.distil`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
 - `bertlib.electra`: ELECTRA (Clark et al. 2020): a small masked-LM generator fills the masked positions with tokens sampled from its own predictions, and a discriminator (`BertModel` plus a per-token binary head) learns which tokens were replaced, so that every token, not only the masked 15-30%, teaches the encoder. The two share their embeddings.
 - `bertlib.electra_evaluate`: The scores of an ELECTRA model: how well its discriminator tells replaced tokens from original ones (replaced-token detection accuracy, with the share of replaced tokens that a guess of "original" everywhere would score against), and its generator's masked-LM scores, on the statically masked validation or test split.
 - `bertlib.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.trainer.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
@@ -18,7 +19,7 @@ Modules:
 - `bertlib.task_metrics`: The scores of the fine-tuning tasks: accuracy (SST-2, RTE), entity-level precision, recall and F1 (CoNLL-2003, with `seqeval`) and SQuAD v1.1's exact match and F1 with the official answer normalisation.
 - `bertlib.task_sources`: Where the fine-tuning tasks' examples come from: the original files in the local data folder (GLUE TSV, CoNLL columns, the SQuAD JSON, split by article offline) and the HuggingFace hub's datasets, each turned into the examples of `bertlib.task_examples` with one-line errors that name the file and row.
 - `bertlib.tasks`: The fine-tuning tasks as plain Python examples: SST-2 (sentiment), RTE (entailment), CoNLL-2003 (named entities) and SQuAD v1.1 (extractive question answering).
-- `bertlib.train_config`: How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data) and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
+- `bertlib.train_config`: How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data and objective), `DistilConfig` (the same data, plus the teacher and the distillation loss) and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
 - `bertlib.widget`: The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and HTML export."""
 
 __version__ = "0.2.0"
@@ -31,6 +32,7 @@ _PUBLIC = {
     "BertForSequenceClassification": "heads", "BertForTokenClassification": "heads",
     "BertForQuestionAnswering": "heads",
     "TrainConfig": "train_config", "PretrainConfig": "train_config", "FinetuneConfig": "train_config",
+    "DistilConfig": "train_config",
     "load_wikitext2": "data", "wikitext_documents": "data",
     "train_tokenizer": "tokenizer", "train_wikitext_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
     "save_tokenizer": "tokenizer",
@@ -38,6 +40,7 @@ _PUBLIC = {
     "load_run": "runs", "load_model": "runs", "RunError": "runs",
     "fit": "trainer",
     "pretrain": "pretrain", "course_configs": "pretrain", "finetune": "finetune", "predict": "finetune",
+    "distil": "distil",
     "evaluate_run": "evaluate", "fill_mask": "evaluate", "validation_metrics": "evaluate",
     "evaluate_electra_run": "electra_evaluate",
     "to_transformers": "interop", "from_transformers": "interop", "save_pretrained_hf": "interop",

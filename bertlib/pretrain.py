@@ -5,7 +5,8 @@ the course model's settings.
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["MaskedLMAndNSP", "MaskedLM", "ReplacedTokenDetection", "train", "course_configs", "pretrain"]
+__all__ = ["MaskedLMAndNSP", "MaskedLM", "ReplacedTokenDetection", "train", "course_configs", "pretraining_data",
+           "pretrain"]
 
 import math
 import os
@@ -32,7 +33,7 @@ from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
 from .runs import RunError, build_model, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
-from .train_config import PretrainConfig, TrainConfig
+from .train_config import PretrainConfig, PretrainDataConfig, TrainConfig
 from .trainer import fit, init_distributed, world
 
 CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
@@ -146,7 +147,7 @@ def _same_on_every_process(value: int) -> int:
     return shared[0]
 
 
-def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path) -> None:
+def check_settings(model_config: BertConfig, cfg: PretrainDataConfig, run_dir: Path) -> None:
     "Raise a ValueError for settings that cannot work together here, before anything is written."
     resolve_device(cfg.device)
     if cfg.max_seq_len > model_config.max_position_embeddings:
@@ -175,6 +176,22 @@ def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: Pre
     while steps > 1 and steps * step_s + math.ceil(steps / cfg.eval_every) * eval_s > left:
         steps = max(1, int((left - math.ceil(steps / cfg.eval_every) * eval_s) / step_s))
     return steps, {"seconds_per_step": step_s, "seconds_per_validation": eval_s, "seconds_left": left}
+
+
+def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
+                     ) -> tuple[PretrainingDataset | PackedDataset, torch.utils.data.DataLoader]:
+    """The training data of a run on WikiText-2's train split: sentence pairs for BERT's objective, packed
+    sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); and its validation batches."""
+    corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
+        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    else:
+        dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
+                                mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
+                                     data_config=cfg.data_config, data_dir=data_dir)
+    return dataset, valid_loader
 
 
 def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
@@ -213,15 +230,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
                 tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config,
                                                      data_dir=data_dir)
             check_vocabulary(tokenizer, model_config, "the tokenizer given")
-        corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
-        if cfg.objective in ("mlm", "electra"):
-            dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
-                                    mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        else:
-            dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
-                                         mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
-                                         data_config=cfg.data_config, data_dir=data_dir)
+        dataset, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         calibration = None
         if not resume and cfg.max_steps is None and cfg.epochs is None:
             steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,

@@ -3,7 +3,8 @@ of a training run, written so that a crash never leaves a broken file, and read 
 
     runs/<name>/
       config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
-                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig)
+                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
+                               student: "recipe": "distil" and a DistilConfig)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png
@@ -17,7 +18,7 @@ of a training run, written so that a crash never leaves a broken file, and read 
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RunError", "checkpoints", "save_checkpoint", "load_weights",
+__all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RECIPES", "RunError", "checkpoints", "save_checkpoint", "load_weights",
            "load_training_state", "load_checkpoint", "write_checksums", "read_metrics", "write_metrics",
            "plot_metrics", "save_figure", "write_run_config", "create_run", "check_vocabulary", "load_run",
            "RESUMABLE_FIELDS", "resumed_config", "latest_checkpoint", "best_checkpoint", "build_model",
@@ -47,9 +48,10 @@ from .helpers import atomic_write, fsync_dir, resolve_device
 from .model import BertForPreTraining
 from .task_examples import TASKS
 from .tokenizer import load_tokenizer, save_tokenizer
-from .train_config import FinetuneConfig, PretrainConfig
+from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
 
-RunConfig = PretrainConfig | FinetuneConfig
+RunConfig = PretrainConfig | FinetuneConfig | DistilConfig
+RECIPES = {PretrainConfig: "pretrain", FinetuneConfig: "finetune", DistilConfig: "distil"}  # the command of each
 
 RUN_FORMAT = 1
 CHECKPOINT_PREFIX = "step-"
@@ -234,7 +236,7 @@ def _read_run_config(run_dir: Path) -> dict:
             raise TypeError(f"it holds a JSON {type(saved).__name__}, not an object")
         if saved.get("format") != RUN_FORMAT:
             raise RunError(f"{path} has run format {saved.get('format')!r}; this bertlib reads format {RUN_FORMAT}")
-        training = FinetuneConfig if saved.get("recipe") == "finetune" else PretrainConfig
+        training = {recipe: kind for kind, recipe in RECIPES.items()}.get(saved.get("recipe"), PretrainConfig)
         return {"model": BertConfig.from_dict(saved["model"]), "training": training.from_dict(saved["training"])}
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
@@ -244,7 +246,7 @@ def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: 
     "Write a run's `config.json` (creating the folder if needed)."
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    recipe = {"recipe": "finetune"} if isinstance(cfg, FinetuneConfig) else {}
+    recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
     atomic_write(run_dir / "config.json", json.dumps(
         {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
 
@@ -296,9 +298,8 @@ def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
     run_dir = Path(run_dir)
     model_config, saved_cfg, tokenizer = load_run(run_dir)
     if not isinstance(saved_cfg, kind):
-        recipe = "python -m bertlib finetune" if isinstance(saved_cfg, FinetuneConfig) else "python -m bertlib pretrain"
         raise RunError(f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
-                       f"`{recipe} ... --resume`")
+                       f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`")
     if cfg is not None:
         changed = [f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
                    and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
@@ -323,7 +324,7 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
-    """The model a run trains, with fresh weights: `BertForPreTraining`, for an ELECTRA
+    """The model a run trains, with fresh weights: `BertForPreTraining` (a distilled student too), for an ELECTRA
     run `ElectraForPreTraining`, for a fine-tuning run the head of its task (`bertlib.heads.HEADS`) with the
     task's label names."""
     if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":

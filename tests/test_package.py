@@ -18,7 +18,7 @@ FLOORS = [
     ["pretraining_data", "finetune_data", "packed_data"],
     ["train_config", "runs", "evaluate", "electra_evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
-    ["pretrain", "finetune"],
+    ["pretrain", "finetune", "distil"],
     ["cli", "__main__"],
 ]
 
