@@ -47,6 +47,23 @@ def _check_positive_ints(config: Any, keys: tuple[str, ...]) -> None:
             raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive integer")
 
 
+def _check_positive(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is set but not a positive, finite number."
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive, finite "
+                             f"number")
+
+
+def _check_non_negative(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is not a finite number of 0 or more."
+    for key in keys:
+        value = getattr(config, key)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be 0 or more")
+
+
 @dataclass
 class TrainConfig:
     """How the training loop runs: its length, batches, optimiser, schedule, bookkeeping and device.
@@ -86,12 +103,8 @@ class TrainConfig:
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         _check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
                                     "save_every", "keep_checkpoints", "eval_batches"))
-        for key in ("epochs", "lr", "max_grad_norm", "time_budget"):
-            value = getattr(self, key)
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive, finite number")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise ValueError(f"{name}.weight_decay={self.weight_decay!r} is not valid; it must be 0 or more")
+        _check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
+        _check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
             raise ValueError(f"{name}.num_workers={self.num_workers!r} is not valid; it must be 0 or more")
         if self.batch_size % self.grad_accum:
@@ -117,14 +130,6 @@ class TrainConfig:
 def _retuned(name: str, default: Any, base: type | None = None) -> Any:
     "The field `name` of `base` (default `TrainConfig`) with another default (its help and choices kept)."
     return field(default=default, metadata=(base or TrainConfig).__dataclass_fields__[name].metadata)
-
-
-def _check_non_negative(config: Any, keys: tuple[str, ...]) -> None:
-    "Raise a ValueError naming the first of `keys` that is not a finite number of 0 or more."
-    for key in keys:
-        value = getattr(config, key)
-        if not (value >= 0 and math.isfinite(value)):
-            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be 0 or more")
 
 
 @dataclass
@@ -194,9 +199,8 @@ class DistilConfig(PretrainDataConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_positive_ints(self, ("student_layers",))
+        _check_positive(self, ("temperature",))
         _check_non_negative(self, ("alpha_ce", "alpha_mlm", "alpha_cos"))
-        if not (self.temperature > 0 and math.isfinite(self.temperature)):
-            raise ValueError(f"DistilConfig.temperature={self.temperature!r} is not valid; it must be positive")
         if not self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0:
             raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")
 
