@@ -5,7 +5,8 @@ replaced, so that every token, not only the masked 15-30%, teaches the encoder. 
 Written by hand; the variants notebook presents it.
 """
 
-__all__ = ["generator_config", "replace_tokens", "RTDHead", "ElectraForPreTrainingOutput", "ElectraForPreTraining"]
+__all__ = ["SHARED_EMBEDDINGS", "generator_config", "replace_tokens", "RTDHead", "ElectraForPreTrainingOutput",
+           "ElectraForPreTraining"]
 
 from dataclasses import dataclass, replace
 from functools import partial
@@ -19,6 +20,7 @@ from .encoder import init_bert_weights
 from .helpers import IGNORE_INDEX
 from .model import BertForPreTraining, BertModel
 
+# the modules of `BertEmbeddings` that generator and discriminator share; each keeps its own projection
 SHARED_EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings", "layer_norm")
 
 
@@ -90,8 +92,8 @@ class ElectraForPreTraining(nn.Module):
     generator (`self.generator`, a `BertForPreTraining` of `generator_config`, whose NSP head is never trained).
 
     The generator's word, position and segment embeddings and their LayerNorm are the discriminator's modules,
-    one set of tensors: ELECTRA ties them because the discriminator's loss alone would update only the
-    embeddings of tokens the generator sampled."""
+    one set of tensors (`SHARED_EMBEDDINGS`). ELECTRA ties them because the discriminator updates only the
+    embeddings of the tokens in its input, while the generator's softmax over the vocabulary updates them all."""
 
     def __init__(self, config: BertConfig, generator_size: float = 0.25):
         super().__init__()

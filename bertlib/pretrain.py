@@ -101,16 +101,16 @@ def _scores(model: nn.Module) -> Callable[..., dict[str, float]]:
 
 
 def train(model: BertForPreTraining | ElectraForPreTraining, dataset: PretrainingDataset | PackedDataset,
-          cfg: TrainConfig, *,
-          valid_loader: torch.utils.data.DataLoader | None = None, run_dir: str | os.PathLike | None = None,
+          cfg: TrainConfig, *, valid_loader: torch.utils.data.DataLoader | None = None,
+          run_dir: str | os.PathLike | None = None,
           resume: bool = False, on_log: Callable[[dict], None] | None = None, show_progress: bool = True) -> list[dict]:
     """Pre-train `model` on `dataset` as `cfg` says and return the metric records: with MLM + NSP on sentence
     pairs (`PretrainingDataset`), with MLM alone on packed sequences (`PackedDataset`), or an ELECTRA model with
     replaced-token detection on packed sequences (weighted by `cfg.rtd_weight`, so `cfg` is a `PretrainConfig`).
 
-    With `valid_loader`, `validation_metrics` scores the model every `cfg.eval_every` steps. With `run_dir`,
-    metrics, checkpoints and the loss curve are written there, and `resume=True` continues from its newest
-    checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
+    With `valid_loader`, `validation_metrics` (ELECTRA: `rtd_metrics`) scores the model every `cfg.eval_every`
+    steps. With `run_dir`, metrics, checkpoints and the loss curve are written there, and `resume=True` continues
+    from its newest checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
     evaluate = None if valid_loader is None else partial(_scores(model), loader=valid_loader,
                                                          max_batches=cfg.eval_batches)
     if isinstance(model, ElectraForPreTraining):
