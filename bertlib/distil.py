@@ -158,6 +158,8 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
         if on_log is not None and not resume:
             picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
             on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})
+        for unused in (student.nsp_head, student.bert.pooler):
+            unused.requires_grad_(False)  # in no loss (they stay the teacher's): DDP would wait for their gradients
         evaluate = partial(validation_metrics, loader=valid_loader, max_batches=cfg.eval_batches)
         return fit(student, dataset, Distillation(teacher, cfg, dataset.pad_id), cfg, evaluate=evaluate,
                    run_dir=run_dir, resume=resume, on_log=on_log, show_progress=show_progress)

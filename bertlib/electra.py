@@ -89,7 +89,8 @@ class ElectraForPreTrainingOutput:
 
 class ElectraForPreTraining(nn.Module):
     """ELECTRA's discriminator (`self.bert`, so fine-tuning loads it like any encoder, under `RTDHead`) and its
-    generator (`self.generator`, a `BertForPreTraining` of `generator_config`, whose NSP head is never trained).
+    generator (`self.generator`, a `BertForPreTraining` of `generator_config`, whose NSP head and pooler are frozen:
+    no loss uses them).
 
     The generator's word, position and segment embeddings and their LayerNorm are the discriminator's modules,
     one set of tensors (`SHARED_EMBEDDINGS`). ELECTRA ties them because the discriminator updates only the
@@ -104,6 +105,8 @@ class ElectraForPreTraining(nn.Module):
         self.generator = BertForPreTraining(generator_config(config, generator_size))
         for name in SHARED_EMBEDDINGS:
             setattr(self.generator.bert.embeddings, name, getattr(self.bert.embeddings, name))
+        for unused in (self.generator.nsp_head, self.generator.bert.pooler):
+            unused.requires_grad_(False)  # in no loss: DistributedDataParallel would wait for their gradients
 
     def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
                 token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,

@@ -8,12 +8,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 import transformers
-from bert_testing import make_batch, small_config
+from bert_testing import make_batch, small_config, spawn_group
 
 from bertlib.cli import main
-from bertlib.distil import Distillation, distillation_losses, load_teacher, student_from_teacher, teacher_layers
+from bertlib.distil import Distillation, distil, distillation_losses, load_teacher, student_from_teacher, teacher_layers
 from bertlib.helpers import IGNORE_INDEX
 from bertlib.model import BertForPreTraining
+from bertlib.pretrain import pretrain
 from bertlib.runs import RunError, create_run
 from bertlib.train_config import DistilConfig, FinetuneConfig, PretrainConfig
 
@@ -92,6 +93,21 @@ def test_a_teacher_must_be_a_bert_pre_training_run(tmp_path, fast_tokenizer):
         DistilConfig(max_steps=1, temperature=0.0)
     with pytest.raises(ValueError, match="all 0"):
         DistilConfig(max_steps=1, alpha_ce=0, alpha_mlm=0, alpha_cos=0)
+
+
+def _distil(rank: int, teacher: str, out: str) -> None:
+    distil(out, DistilConfig(teacher=teacher, max_steps=2, batch_size=8, max_seq_len=32, eval_every=2,
+                             eval_batches=1, device="cpu"), show_progress=False)
+
+
+def test_two_processes_distil(tmp_path, fast_tokenizer):
+    "DistributedDataParallel needs a gradient for every trainable parameter: the student's NSP head is frozen."
+    teacher = tmp_path / "teacher"
+    model_config = small_config(vocab_size=fast_tokenizer.get_vocab_size(), num_hidden_layers=2)
+    pretrain(teacher, model_config, PretrainConfig(max_steps=1, batch_size=8, max_seq_len=32, eval_batches=1,
+                                                   device="cpu"), tokenizer=fast_tokenizer, show_progress=False)
+    spawn_group(_distil, str(teacher), str(tmp_path / "student"))
+    assert json.loads((tmp_path / "student" / "config.json").read_text())["model"]["num_hidden_layers"] == 1
 
 
 def test_a_distillation_run_through_the_command_line(tmp_path, tokenizer_file, capsys):

@@ -6,8 +6,9 @@ import json
 import pytest
 import torch
 import transformers
-from bert_testing import make_batch, small_config
+from bert_testing import make_batch, small_config, spawn_group
 from safetensors import safe_open
+from tokenizers import Tokenizer
 
 from bertlib import interop
 from bertlib.cli import main
@@ -131,6 +132,20 @@ def test_training_adds_the_weighted_detection_loss(fast_tokenizer):
                                                 rtd_weight=10.0), show_progress=False)
     assert all(r["loss"] == pytest.approx(r["mlm_loss"] + r["weighted_rtd_loss"]) for r in records)
     assert all(r["weighted_rtd_loss"] > 10 * 0.2 for r in records)  # 10 x a binary cross-entropy near log 2
+
+
+def _train_electra(rank: int, tokenizer_json: str) -> None:
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    sentence = tokenizer.encode("the city was founded in the year of the great flood .", add_special_tokens=False).ids
+    data = PackedDataset([[sentence[d:], sentence] for d in range(16)], tokenizer, max_seq_len=16)
+    torch.manual_seed(0)
+    model = ElectraForPreTraining(small_config(vocab_size=tokenizer.get_vocab_size()))
+    train(model, data, PretrainConfig(max_steps=2, batch_size=8, device="cpu"), show_progress=False)
+
+
+def test_two_processes_train_it(fast_tokenizer):
+    "DistributedDataParallel needs a gradient for every trainable parameter: the generator's NSP head is frozen."
+    spawn_group(_train_electra, fast_tokenizer.to_str())
 
 
 def test_scores_are_reproducible(fast_tokenizer):
