@@ -21,11 +21,12 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .evaluate import validation_metrics
+from .helpers import IGNORE_INDEX, check_choice
 from .model import BertForPreTraining
 from .pretrain import MaskedLM, check_settings, pretraining_data
 from .runs import RunError, create_run, load_model, load_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID
-from .train_config import DistilConfig, FinetuneConfig
+from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
 from .trainer import fit, init_distributed, world
 
 LAYERS = "bert.encoder.layers."
@@ -61,27 +62,28 @@ def student_from_teacher(teacher: BertForPreTraining, num_layers: int | None = N
     return student.to(next(teacher.parameters()).device)
 
 
-def distillation_losses(student: nn.Module, teacher: nn.Module, batch: dict[str, torch.Tensor],
-                        temperature: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def distillation_losses(student: nn.Module, teacher: nn.Module, batch: dict[str, torch.Tensor], temperature: float,
+                        soft_targets: str = "all") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """DistilBERT's three losses on an MLM batch, unweighted: the KL divergence from the teacher's predictions to
-    the student's at the masked positions, both softened by `temperature`, times its square (so that its gradients
-    keep their size as the temperature changes; a mean over masked tokens); the student's MLM loss; and the
-    cosine loss 1 - cos between the two models' last hidden states (a mean over real tokens).
-
-    DistilBERT's code takes the KL divergence over every real token unless told to restrict it to the masked
-    ones; here it is the masked ones, where the MLM head computes anyway and the teacher's guess is not a copy
-    of the visible token."""
+    the student's, both softened by `temperature`, times its square (so that its gradients keep their size as the
+    temperature changes), a mean over every real token (`soft_targets="all"`, DistilBERT's default) or over the
+    masked ones ("masked", its `--restrict_ce_to_mask`); the student's MLM loss (a mean over the masked tokens);
+    and the cosine loss 1 - cos between the two models' last hidden states (a mean over real tokens)."""
+    check_choice("soft_targets", soft_targets, SOFT_TARGETS)
     inputs = dict(token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                  labels=batch["labels"], output_hidden_states=True)  # every position's final vector, for the cosine
+                  output_hidden_states=True)  # no labels: predictions and final vectors at every position
     out = student(batch["input_ids"], **inputs)
     with torch.no_grad():
         target = teacher(batch["input_ids"], **inputs)
-    log_p = F.log_softmax(out.prediction_logits.float() / temperature, dim=-1)
-    log_q = F.log_softmax(target.prediction_logits.float() / temperature, dim=-1)
+    masked, real = batch["labels"] != IGNORE_INDEX, batch["attention_mask"] == 1
+    rows = real if soft_targets == "all" else masked
+    log_p = F.log_softmax(out.prediction_logits[rows].float() / temperature, dim=-1)
+    log_q = F.log_softmax(target.prediction_logits[rows].float() / temperature, dim=-1)
     soft = F.kl_div(log_p, log_q, log_target=True, reduction="sum") / max(1, len(log_p)) * temperature**2
-    real = batch["attention_mask"] == 1
+    mlm = (F.cross_entropy(out.prediction_logits[masked].float(), batch["labels"][masked], reduction="sum")
+           / masked.sum().clamp(min=1))  # 0, not NaN, for a batch without masked tokens
     cos = 1 - F.cosine_similarity(out.hidden_states[-1][real].float(), target.hidden_states[-1][real].float(), dim=-1)
-    return soft, out.mlm_loss, cos.mean()
+    return soft, mlm, cos.mean()
 
 
 class Distillation(MaskedLM):
@@ -94,16 +96,16 @@ class Distillation(MaskedLM):
     def __init__(self, teacher: BertForPreTraining, cfg: DistilConfig, pad_token_id: int = PAD_ID):
         super().__init__(pad_token_id)
         self.teacher = teacher.eval().requires_grad_(False)  # a fixed target: no dropout, no gradients
-        self.temperature = cfg.temperature
+        self.temperature, self.soft_targets = cfg.temperature, cfg.soft_targets
         self.weights = (cfg.alpha_ce, cfg.alpha_mlm, cfg.alpha_cos)
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int, int]:
-        masked = super().counts(batch)[0]
-        return masked, masked, int(batch["attention_mask"].sum())
+        masked, real = super().counts(batch)[0], int(batch["attention_mask"].sum())
+        return real if self.soft_targets == "all" else masked, masked, real
 
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         self.teacher.to(batch["input_ids"].device)  # the loop moves the student only
-        parts = distillation_losses(model, self.teacher, batch, self.temperature)
+        parts = distillation_losses(model, self.teacher, batch, self.temperature, self.soft_targets)
         return tuple(weight * part for weight, part in zip(self.weights, parts, strict=True))
 
 

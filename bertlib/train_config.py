@@ -6,8 +6,8 @@ field's metadata holds its command-line help, so a new option is one edit here.
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "parse_duration", "TrainConfig", "PretrainDataConfig",
-           "PretrainConfig", "DistilConfig", "FinetuneConfig"]
+__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "SOFT_TARGETS", "parse_duration", "TrainConfig",
+           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -24,6 +24,7 @@ from .task_examples import TASK_NAMES
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
+SOFT_TARGETS = ("all", "masked")
 OBJECTIVES = ("mlm_nsp", "mlm", "electra")
 
 
@@ -183,15 +184,18 @@ class PretrainConfig(PretrainDataConfig):
 class DistilConfig(PretrainDataConfig):
     """`PretrainDataConfig` plus DistilBERT's recipe (Sanh et al. 2019): a student with fewer layers, initialised
     from the teacher, learns on packed MLM sequences from `alpha_ce` x the KL divergence to the teacher's
-    predictions softened by `temperature` (times its square), `alpha_mlm` x its own MLM loss and `alpha_cos` x
-    the cosine loss between its last hidden states and the teacher's. The weights and the temperature are those
-    of DistilBERT's training command; so is masking 15% of the tokens, the rate the course's teacher learned at."""
+    predictions softened by `temperature` (times its square; at `soft_targets` positions), `alpha_mlm` x its own
+    MLM loss and `alpha_cos` x the cosine loss between its last hidden states and the teacher's. The weights and
+    the temperature are those of DistilBERT's training command, the soft-target positions its code's default; so
+    is masking 15% of the tokens, the rate the course's teacher learned at."""
 
     mlm_probability: float = _retuned("mlm_probability", 0.15, PretrainDataConfig)
     teacher: str | None = _option(None, "the teacher: a bertlib pre-training run folder (e.g. models/course-mini)")
     student_layers: int | None = _option(None, "the student's layers, taken from the teacher's layers spread "
                                                "evenly, first and last included (default: half the teacher's)")
     temperature: float = _option(2.0, "softens both models' predictions in the soft-target loss")
+    soft_targets: str = _option("all", "where the soft-target loss compares the models: every real token "
+                                       "(DistilBERT's default) or the masked ones only", choices=SOFT_TARGETS)
     alpha_ce: float = _option(5.0, "weight of the soft-target loss (KL divergence to the teacher)")
     alpha_mlm: float = _option(2.0, "weight of the student's own MLM loss")
     alpha_cos: float = _option(1.0, "weight of the cosine loss between the last hidden states")
@@ -200,6 +204,7 @@ class DistilConfig(PretrainDataConfig):
         super().__post_init__()
         _check_positive_ints(self, ("student_layers",))
         _check_positive(self, ("temperature",))
+        check_choice("DistilConfig.soft_targets", self.soft_targets, SOFT_TARGETS)
         _check_non_negative(self, ("alpha_ce", "alpha_mlm", "alpha_cos"))
         if not self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0:
             raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")

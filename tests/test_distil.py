@@ -6,7 +6,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 import transformers
 from bert_testing import make_batch, small_config, spawn_group
 
@@ -43,32 +42,34 @@ def test_the_student_copies_the_right_teacher_tensors():
         student_from_teacher(BertForPreTraining(small_config(share_layers=True)))
 
 
-def test_the_loss_equals_a_hand_computation():
+@pytest.mark.parametrize("soft_targets", ["all", "masked"])
+def test_the_loss_equals_a_hand_computation(soft_targets):
     torch.manual_seed(1)
     teacher = BertForPreTraining(small_config(num_hidden_layers=4)).eval()
     student = BertForPreTraining(small_config(num_hidden_layers=2)).eval()  # random: the parts are all non-zero
     batch = make_batch(teacher.config, 3, 10)
     t = 3.0
-    soft, mlm, cos = distillation_losses(student, teacher, batch, t)
+    soft, mlm, cos = distillation_losses(student, teacher, batch, t, soft_targets)
     selected, real = batch["labels"] != IGNORE_INDEX, batch["attention_mask"] == 1
+    inputs = dict(token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     with torch.no_grad():
-        s_out = student(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                        attention_mask=batch["attention_mask"], output_hidden_states=True)
-        t_out = teacher(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                        attention_mask=batch["attention_mask"], output_hidden_states=True)
-    s_logits, t_logits = s_out.prediction_logits[selected], t_out.prediction_logits[selected]  # every position
+        s_out = student(batch["input_ids"], **inputs, output_hidden_states=True)
+        t_out = teacher(batch["input_ids"], **inputs, output_hidden_states=True)
+        own_mlm = student(batch["input_ids"], **inputs, labels=batch["labels"]).mlm_loss  # BERT's sparse MLM path
+    rows = real if soft_targets == "all" else selected
+    s_logits, t_logits = s_out.prediction_logits[rows], t_out.prediction_logits[rows]
     p_t = (t_logits / t).softmax(-1)
-    kl = (p_t * (p_t.log() - (s_logits / t).log_softmax(-1))).sum(-1).mean()
+    kl = (p_t * (p_t.log() - (s_logits / t).log_softmax(-1))).sum(-1).mean()  # KL(teacher || student) per row
     s_h, t_h = s_out.hidden_states[-1][real], t_out.hidden_states[-1][real]
     cosine = ((s_h * t_h).sum(-1) / (s_h.norm(dim=-1) * t_h.norm(dim=-1))).mean()
     assert soft.item() == pytest.approx(t**2 * kl.item(), rel=1e-4)
-    assert mlm.item() == pytest.approx(F.cross_entropy(s_logits, batch["labels"][selected]).item(), rel=1e-5)
+    assert mlm.item() == pytest.approx(own_mlm.item(), rel=1e-5)
     assert cos.item() == pytest.approx(1 - cosine.item(), rel=1e-4)
-    objective = Distillation(teacher, DistilConfig(max_steps=1, teacher="t", temperature=t, alpha_ce=5.0,
-                                                   alpha_mlm=2.0, alpha_cos=1.0))
+    objective = Distillation(teacher, DistilConfig(max_steps=1, teacher="t", temperature=t, soft_targets=soft_targets,
+                                                   alpha_ce=5.0, alpha_mlm=2.0, alpha_cos=1.0))
     weighted = objective.losses(student, batch)
     assert [w.item() for w in weighted] == pytest.approx([5 * soft.item(), 2 * mlm.item(), cos.item()], rel=1e-5)
-    assert objective.counts(batch) == (int(selected.sum()), int(selected.sum()), int(real.sum()))
+    assert objective.counts(batch) == (int(rows.sum()), int(selected.sum()), int(real.sum()))
 
 
 @pytest.mark.parametrize("temperature", [0.5, 1.0, 2.0, 7.0])
@@ -76,8 +77,10 @@ def test_the_soft_loss_is_zero_for_a_student_identical_to_its_teacher(temperatur
     torch.manual_seed(2)
     teacher = BertForPreTraining(small_config()).eval()
     student = student_from_teacher(teacher, teacher.config.num_hidden_layers).eval()
-    soft, _, cos = distillation_losses(student, teacher, make_batch(teacher.config, 3, 10), temperature)
-    assert abs(soft.item()) < 1e-5 and abs(cos.item()) < 1e-5
+    batch = make_batch(teacher.config, 3, 10)
+    for soft_targets in ("all", "masked"):
+        soft, _, cos = distillation_losses(student, teacher, batch, temperature, soft_targets)
+        assert abs(soft.item()) < 1e-5 and abs(cos.item()) < 1e-5
 
 
 def test_a_teacher_must_be_a_bert_pre_training_run(tmp_path, fast_tokenizer):
@@ -91,6 +94,8 @@ def test_a_teacher_must_be_a_bert_pre_training_run(tmp_path, fast_tokenizer):
         load_teacher(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="temperature"):
         DistilConfig(max_steps=1, temperature=0.0)
+    with pytest.raises(ValueError, match="soft_targets"):
+        DistilConfig(max_steps=1, soft_targets="some")
     with pytest.raises(ValueError, match="all 0"):
         DistilConfig(max_steps=1, alpha_ce=0, alpha_mlm=0, alpha_cos=0)
 
