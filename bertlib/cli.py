@@ -14,10 +14,10 @@ from typing import Any, Union, get_args, get_origin
 
 from .config import PRESETS, BertConfig
 from .data import SPLITS, WIKITEXT_CONFIGS, corpus_stats, load_wikitext2, wikitext_paragraphs
-from .runs import RunError, checkpoints, load_model, load_run, read_metrics
+from .runs import RECIPES, RunError, checkpoints, load_model, load_run, read_metrics
 from .task_examples import TASK_NAMES, TASKS
 from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
-from .train_config import FinetuneConfig, PretrainConfig
+from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
 
 DEFAULT_MAX_STEPS = 4000  # without --max-steps or --epochs: with PretrainConfig's batch of 8, the training tokens
 # of the former default (1,000 steps of 32), the budget of the CPU recipe study (experiments/recipe_study)
@@ -90,19 +90,29 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"saved {path} and {path.parent / 'vocab.txt'}")
 
 
-def _train_config(args: argparse.Namespace, saved: PretrainConfig | None) -> PretrainConfig:
-    "The options given on the command line over the saved config (resume) or the defaults (new run)."
-    given = given_options(args, PretrainConfig)
+def _train_config(args: argparse.Namespace, saved: PretrainConfig | DistilConfig | None,
+                  kind: type = PretrainConfig) -> PretrainConfig | DistilConfig:
+    "The options given on the command line over the saved config (resume) or the defaults (new run) of `kind`."
+    given = given_options(args, kind)
     values = saved.to_dict() if saved else {}
     if {"max_steps", "epochs", "time_budget"} & set(given) or not saved:
         values.update(max_steps=None, epochs=None, time_budget=None)  # a new length replaces the old one
         if not {"max_steps", "epochs", "time_budget"} & set(given):
             given["max_steps"] = DEFAULT_MAX_STEPS
-    return PretrainConfig.from_dict({**values, **given})
+    return kind.from_dict({**values, **given})
+
+
+def _saved_settings(run: Path, kind: type) -> PretrainConfig | DistilConfig:
+    "The settings of the run to resume, which the recipe of `kind` must have made."
+    saved = load_run(run)[1]
+    if type(saved) is not kind:
+        raise UsageError(f"{run} was made by `python -m bertlib {RECIPES[type(saved)]}`; resume it with that command")
+    return saved
 
 
 def pretrain(args: argparse.Namespace) -> None:
-    "Pre-train BERT (MLM + NSP) on WikiText-2 into a run folder; with --resume, continue a run."
+    """Pre-train BERT (MLM + NSP, or another --objective) on WikiText-2 into a run folder; with --resume, continue
+    a run."""
     from .pretrain import pretrain as pretrain_run
 
     out = Path(args.output_dir or f"runs/{args.preset or 'mini'}")
@@ -116,7 +126,7 @@ def pretrain(args: argparse.Namespace) -> None:
                 raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
                                  f"cannot change them; leave them out, or start a new run")
             model_config, tokenizer = None, None
-            saved = load_run(out)[1]
+            saved = _saved_settings(out, PretrainConfig)
             cfg = _train_config(args, saved)
             if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs):
                 print(f"the run's length changes from {_length(saved)} to {_length(cfg)}: the learning-rate "
@@ -132,10 +142,41 @@ def pretrain(args: argparse.Namespace) -> None:
                                resume=args.resume, on_log=_print_event)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
+    _report_pretraining(out, records, start)
+
+
+def distil(args: argparse.Namespace) -> None:
+    """Distil a pre-training run (--teacher) into a student with fewer layers (DistilBERT) on WikiText-2, in a run
+    folder; with --resume, continue a run."""
+    from .distil import distil as distil_run
+
+    out = Path(args.output_dir or "runs/student")
+    start = time.perf_counter()
+    try:
+        if args.resume:
+            saved = _saved_settings(out, DistilConfig)
+            if args.teacher not in (None, saved.teacher):
+                raise UsageError(f"--resume continues {out}, distilled from {saved.teacher}; leave out --teacher, or "
+                                 f"start a new run")
+            cfg = _train_config(args, saved, DistilConfig)
+        else:
+            if not args.teacher:
+                raise UsageError("say which run to distil: --teacher RUN_FOLDER (a pre-training run, e.g. "
+                                 "models/course-mini)")
+            cfg = _train_config(args, None, DistilConfig)
+        records = distil_run(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+    except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
+        raise UsageError(str(err)) from err
+    _report_pretraining(out, records, start)
+
+
+def _report_pretraining(out: Path, records: list[dict], start: float) -> None:
+    "Say where a pre-training or distillation run was saved, its last validation, and what to look at next."
     valid = _report_saved(out, records, start)
     if valid:
-        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy")
-        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown))
+        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy", "rtd_accuracy")  # those the run has
+        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
+                                                                   if k in valid[-1]))
     print(f"loss curve: {out / 'loss_curve.png'}")
     print(f"test scores: python -m bertlib evaluate {out} --split test")
 
@@ -161,8 +202,8 @@ def _length(cfg: PretrainConfig) -> str:
     return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
 
 
-def _pretraining_run(run: str, command: str) -> None:
-    "Refuse a fine-tuning run where a command needs the MLM and NSP heads."
+def _pretraining_run(run: str, command: str) -> bool:
+    "Refuse a fine-tuning run where a command needs the MLM head; say whether the run is ELECTRA's."
     try:
         cfg = load_run(run)[1]
     except RunError as err:
@@ -170,6 +211,7 @@ def _pretraining_run(run: str, command: str) -> None:
     if isinstance(cfg, FinetuneConfig):
         raise UsageError(f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
                          f"`python -m bertlib predict {run} TEXT`, or give a pre-training run")
+    return getattr(cfg, "objective", None) == "electra"
 
 
 def finetune(args: argparse.Namespace) -> None:
@@ -239,15 +281,23 @@ def predict(args: argparse.Namespace) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    "Score a run's newest checkpoint on the statically masked validation or test split."
+    """Score a run's newest checkpoint on the statically masked validation or test split (an ELECTRA run: its
+    replaced-token detection and its generator's masked-LM scores)."""
+    from .electra_evaluate import evaluate_electra_run
     from .evaluate import evaluate_run
 
     if args.batch_size < 1:
         raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
-    _pretraining_run(args.run, "evaluate")
+    electra = _pretraining_run(args.run, "evaluate")
+    if electra and args.baseline:
+        raise UsageError(f"{args.run} is an ELECTRA run; the unigram baseline scores BERT's masked-LM guesses only, "
+                         f"so leave out --baseline")
+    options = dict(device=args.device, batch_size=args.batch_size, data_dir=args.data_dir)
     try:
-        scores = evaluate_run(args.run, args.split, device=args.device, batch_size=args.batch_size,
-                              data_dir=args.data_dir, baseline=args.baseline)
+        if electra:
+            scores = evaluate_electra_run(args.run, args.split, **options)
+        else:
+            scores = evaluate_run(args.run, args.split, **options, baseline=args.baseline)
     except (RunError, ValueError, FileNotFoundError, ConnectionError, ImportError) as err:
         raise UsageError(str(err)) from err
     if args.json:
@@ -259,17 +309,17 @@ def evaluate(args: argparse.Namespace) -> None:
 
 
 def fill_mask(args: argparse.Namespace) -> None:
-    "Guess the token behind each [MASK] in a text with a trained run."
+    "Guess the token behind each [MASK] in a text with a trained run (an ELECTRA run guesses with its generator)."
     from .evaluate import fill_mask as guess
 
     try:
         args.text.encode("utf-8")
     except UnicodeEncodeError as err:
         raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
-    _pretraining_run(args.run, "fill-mask")
+    electra = _pretraining_run(args.run, "fill-mask")
     try:
         model, tokenizer = load_model(args.run)
-        guesses = guess(model, tokenizer, args.text, top_k=args.top_k)
+        guesses = guess(model.generator if electra else model, tokenizer, args.text, top_k=args.top_k)
     except (RunError, ValueError) as err:
         raise UsageError(str(err)) from err
     if args.json:
@@ -349,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cased", action="store_true", help="keep case and accents")
     p.add_argument("--overwrite", action="store_true", help="replace an existing tokenizer in --output-dir")
 
-    p = command("pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job)")
+    p = command("pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job), MLM alone, or ELECTRA")
     p.add_argument("--preset", choices=tuple(PRESETS), help="model size (mini)")
     p.add_argument("--output-dir", help="the run folder (default: runs/PRESET); must be new unless --resume")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
@@ -359,6 +409,13 @@ def build_parser() -> argparse.ArgumentParser:
     model = p.add_argument_group("model (bertlib.config.BertConfig), over the preset's values")
     model.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
     add_config_options(model, BertConfig, exclude=("vocab_size", "pad_token_id"))
+
+    p = command("distil", distil, "distil a pre-training run into a smaller student (DistilBERT)")
+    p.add_argument("--output-dir", help="the run folder (default: runs/student); must be new unless --resume")
+    p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
+    p.add_argument("--data-dir", default=None, help=data_dir_help)
+    add_config_options(p.add_argument_group("distillation (bertlib.train_config.DistilConfig)"), DistilConfig,
+                       exclude=("time_budget",))
 
     p = command("finetune", finetune, "fine-tune a pre-trained encoder on SST-2, RTE, CoNLL-2003 or SQuAD")
     p.add_argument("task", choices=TASK_NAMES, help="the task")

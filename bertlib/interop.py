@@ -1,6 +1,6 @@
 """Conversion between bertlib's BERT and HF `transformers`' BERT (weights, configs, tokenizer, saved directory):
-the pre-training model and every fine-tuning head, both ways, and the encoder of any HF BERT checkpoint (a hub
-id or a folder) for fine-tuning with bertlib.
+the pre-training model and every fine-tuning head, both ways, ELECTRA's discriminator as HF's, and the encoder of
+any HF BERT checkpoint (a hub id or a folder) for fine-tuning with bertlib.
 
 Written by hand; notebook 05 presents it.
 """
@@ -17,17 +17,19 @@ import transformers
 from tokenizers import decoders
 
 from .config import BertConfig
+from .electra import ElectraForPreTraining
 from .encoder import HF_LAYER_NAMES
 from .heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from .model import BertForPreTraining
 from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
 __all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "ROFORMER_CLASSES", "ALBERT_CLASSES", "hf_name", "hf_names", "albert_name",
+           "electra_name",
            "to_hf_config", "from_hf_config", "to_transformers", "from_transformers", "to_hf_tokenizer",
            "save_pretrained_hf", "load_hf_encoder"]
 
 BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
-                | BertForQuestionAnswering)
+                | BertForQuestionAnswering | ElectraForPreTraining)
 # our model classes -> HF's, which hold the same weights under the names `hf_name` gives
 HF_CLASSES = {BertForPreTraining: transformers.BertForPreTraining,
               BertForSequenceClassification: transformers.BertForSequenceClassification,
@@ -56,6 +58,11 @@ _ALBERT_MODULE_NAMES = {"bert.embeddings.layer_norm": "albert.embeddings.LayerNo
                         "nsp_head": "sop_classifier.classifier"}
 _ALBERT_TIED = {"predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
                 "predictions.decoder.bias": "mlm_head.bias"}
+# ... and ELECTRA's discriminator: HF ELECTRA's layers are BERT's, under `electra.`; the generator stays behind
+_ELECTRA_MODULE_NAMES = {"bert.embeddings.layer_norm": "electra.embeddings.LayerNorm",
+                         "bert.embeddings.projection": "electra.embeddings_project",
+                         "rtd_head.dense": "discriminator_predictions.dense",
+                         "rtd_head.prediction": "discriminator_predictions.dense_prediction"}
 
 
 def _albert(config: BertConfig) -> bool:
@@ -66,6 +73,11 @@ def albert_name(key: str) -> str:
     "HF ALBERT's name for our parameter `key` (each of our layers is a group of one layer in ALBERT)."
     return _rename(key, "albert.encoder.albert_layer_groups.{}.albert_layers.0", _ALBERT_LAYER_NAMES,
                    _ALBERT_MODULE_NAMES, "albert.")
+
+
+def electra_name(key: str) -> str:
+    "HF `ElectraForPreTraining`'s name for our discriminator's parameter `key` (`bert.*` or `rtd_head.*`)."
+    return _rename(key, "electra.encoder.layer.{}", HF_LAYER_NAMES, _ELECTRA_MODULE_NAMES, "electra.")
 
 _OURS_ONLY = ("norm_style", "rope_theta", "embedding_size", "share_layers")  # fields HF's BertConfig lacks
 SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
@@ -114,11 +126,18 @@ def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
                  label_names: Sequence[str] | None = None) -> transformers.PretrainedConfig:
     """The `transformers` config of the same model (for the HF class `architecture`, and a head's label names
     as `id2label`): a `BertConfig`, for rotary positions a `RoFormerConfig`, for ALBERT's factorised
-    embeddings or shared layers an `AlbertConfig`; raises ValueError for options HF lacks."""
+    embeddings or shared layers an `AlbertConfig`, for ELECTRA's discriminator an `ElectraConfig`; raises
+    ValueError for options HF lacks."""
     if config.norm_style != "post":
         raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported: HF transformers' BERT "
                          f"supports only norm_style='post' (LayerNorm after each residual sum)")
     fields = {k: v for k, v in config.to_dict().items() if k not in _OURS_ONLY}
+    if architecture == "ElectraForPreTraining":
+        if config.share_layers or config.position_embedding_type != "absolute":
+            raise ValueError("an ELECTRA model with shared layers or rotary positions cannot be exported: HF ELECTRA "
+                             "has one layer per depth and a learned position table")
+        del fields["position_embedding_type"]
+        return transformers.ElectraConfig(**fields, embedding_size=config.embedding_width, architectures=[architecture])
     if _albert(config):
         if config.position_embedding_type != "absolute":
             raise ValueError("an ALBERT-style model with rotary positions cannot be exported: HF has no such class")
@@ -160,7 +179,7 @@ def _match(module: torch.nn.Module, like: torch.nn.Module) -> torch.nn.Module:
 def _our_class(model: torch.nn.Module) -> type:
     """The bertlib class `model` is, found by name so that a notebook's own build of the class (the code the
     library mirrors) converts too."""
-    by_name = {cls.__name__: cls for cls in HF_CLASSES}
+    by_name = {cls.__name__: cls for cls in (*HF_CLASSES, ElectraForPreTraining)}
     if type(model).__name__ not in by_name:
         raise TypeError(f"{type(model).__name__} has no HF counterpart; convertible: {', '.join(by_name)}")
     return by_name[type(model).__name__]
@@ -169,8 +188,13 @@ def _our_class(model: torch.nn.Module) -> type:
 def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     """The HF model of the same class (`HF_CLASSES`: `transformers.BertForPreTraining`, `...ForSequence-
     Classification`, ...; with rotary positions `ROFORMER_CLASSES`) holding copies of `model`'s weights (same
-    device, dtype and mode) and its label names."""
+    device, dtype and mode) and its label names. An `ElectraForPreTraining` exports its discriminator as
+    `transformers.ElectraForPreTraining` (HF's discriminator class holds no generator)."""
     ours = _our_class(model)
+    if ours is ElectraForPreTraining:
+        hf_model = transformers.ElectraForPreTraining(to_hf_config(model.config, "ElectraForPreTraining"))
+        return _match(_load_hf(hf_model, {electra_name(key): value for key, value in model.state_dict().items()
+                                          if not key.startswith("generator.")}), model)
     if getattr(model, "pooling", "cls") != "cls":
         raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
                          f"the pooled [CLS] vector only (pooling='cls')")
@@ -192,11 +216,16 @@ def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
         tied = _HF_TIED
     if ours is BertForPreTraining:
         hf_state.update({hf_key: state[key] for hf_key, key in tied.items()})
+    return _match(_load_hf(hf_model, hf_state), model)
+
+
+def _load_hf(hf_model: transformers.PreTrainedModel, hf_state: dict[str, torch.Tensor]) -> transformers.PreTrainedModel:
+    "`hf_model` with `hf_state` loaded, which must cover its weights exactly (RoFormer's fixed angles aside)."
     missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
     if unexpected or set(missing) - {_ROFORMER_SINUSOIDS}:
-        raise RuntimeError(f"the weights do not map onto {hf_class.__name__}: missing {missing}, unexpected "
+        raise RuntimeError(f"the weights do not map onto {type(hf_model).__name__}: missing {missing}, unexpected "
                            f"{unexpected}")
-    return _match(hf_model, model)
+    return hf_model
 
 
 def from_transformers(hf_model: transformers.PreTrainedModel) -> BertLibModel:

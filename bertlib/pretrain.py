@@ -1,10 +1,12 @@
-"""The pre-training recipe: BERT's MLM + NSP objective for the training loop of `bertlib.trainer`, `train` on a
-ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and the course model's settings.
+"""The pre-training recipe: BERT's MLM + NSP objective (and RoBERTa's and ELECTRA's) for the training loop of
+`bertlib.trainer`, `train` on a ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and
+the course model's settings.
 
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["MaskedLMAndNSP", "MaskedLM", "train", "course_configs", "pretrain"]
+__all__ = ["MaskedLMAndNSP", "MaskedLM", "ReplacedTokenDetection", "train", "course_configs", "pretraining_data",
+           "pretrain"]
 
 import math
 import os
@@ -21,15 +23,17 @@ from torch import nn
 
 from .config import BertConfig
 from .corpus import wikitext_corpus
+from .electra import ElectraForPreTraining
+from .electra_evaluate import rtd_metrics
 from .evaluate import validation_metrics
 from .finetune_data import TaskCollator
 from .helpers import IGNORE_INDEX, resolve_device
 from .model import BertForPreTraining
 from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
-from .runs import RunError, check_vocabulary, create_run, resumed_config, write_run_config
+from .runs import RunError, build_model, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
-from .train_config import PretrainConfig, TrainConfig
+from .train_config import PretrainConfig, PretrainDataConfig, TrainConfig
 from .trainer import fit, init_distributed, world
 
 CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
@@ -71,19 +75,49 @@ class MaskedLM:
         return (out.mlm_loss,)
 
 
-def train(model: BertForPreTraining, dataset: PretrainingDataset | PackedDataset, cfg: TrainConfig, *,
-          valid_loader: torch.utils.data.DataLoader | None = None, run_dir: str | os.PathLike | None = None,
+class ReplacedTokenDetection(MaskedLM):
+    """ELECTRA's objective: the generator's MLM loss (a mean over masked tokens) plus `rtd_weight` x the
+    discriminator's replaced-token loss (a mean over real tokens). The training loop adds up the parts it is
+    given, so the second part is logged with its weight, as `weighted_rtd_loss`; validation reports `rtd_loss`."""
+
+    parts = ("mlm_loss", "weighted_rtd_loss")
+
+    def __init__(self, pad_token_id: int = PAD_ID, rtd_weight: float = 50.0):
+        super().__init__(pad_token_id)
+        self.rtd_weight = rtd_weight
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
+        return (*super().counts(batch), int(batch["attention_mask"].sum()))
+
+    def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
+                    labels=batch["labels"])
+        return out.mlm_loss, self.rtd_weight * out.rtd_loss
+
+
+def _scores(model: nn.Module) -> Callable[..., dict[str, float]]:
+    "The validation scores of a pre-training model: ELECTRA's, or BERT's (`validation_metrics`)."
+    return rtd_metrics if isinstance(model, ElectraForPreTraining) else validation_metrics
+
+
+def train(model: BertForPreTraining | ElectraForPreTraining, dataset: PretrainingDataset | PackedDataset,
+          cfg: TrainConfig, *, valid_loader: torch.utils.data.DataLoader | None = None,
+          run_dir: str | os.PathLike | None = None,
           resume: bool = False, on_log: Callable[[dict], None] | None = None, show_progress: bool = True) -> list[dict]:
     """Pre-train `model` on `dataset` as `cfg` says and return the metric records: with MLM + NSP on sentence
-    pairs (`PretrainingDataset`), with MLM alone on packed sequences (`PackedDataset`).
+    pairs (`PretrainingDataset`), with MLM alone on packed sequences (`PackedDataset`), or an ELECTRA model with
+    replaced-token detection on packed sequences (weighted by `cfg.rtd_weight`, so `cfg` is a `PretrainConfig`).
 
-    With `valid_loader`, `validation_metrics` scores the model every `cfg.eval_every` steps. With `run_dir`,
-    metrics, checkpoints and the loss curve are written there, and `resume=True` continues from its newest
-    checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
-    evaluate = None if valid_loader is None else partial(validation_metrics, loader=valid_loader,
+    With `valid_loader`, `validation_metrics` (ELECTRA: `rtd_metrics`) scores the model every `cfg.eval_every`
+    steps. With `run_dir`, metrics, checkpoints and the loss curve are written there, and `resume=True` continues
+    from its newest checkpoint. `on_log` is called with every record (e.g. to draw a live plot)."""
+    evaluate = None if valid_loader is None else partial(_scores(model), loader=valid_loader,
                                                          max_batches=cfg.eval_batches)
-    objective = MaskedLM if isinstance(dataset, PackedDataset) else MaskedLMAndNSP
-    return fit(model, dataset, objective(dataset.pad_id), cfg, evaluate=evaluate, run_dir=run_dir,
+    if isinstance(model, ElectraForPreTraining):
+        objective = ReplacedTokenDetection(dataset.pad_id, cfg.rtd_weight)
+    else:
+        objective = (MaskedLM if isinstance(dataset, PackedDataset) else MaskedLMAndNSP)(dataset.pad_id)
+    return fit(model, dataset, objective, cfg, evaluate=evaluate, run_dir=run_dir,
                resume=resume, on_log=on_log, show_progress=show_progress)
 
 
@@ -114,7 +148,7 @@ def _same_on_every_process(value: int) -> int:
     return shared[0]
 
 
-def check_settings(model_config: BertConfig, cfg: PretrainConfig, run_dir: Path) -> None:
+def check_settings(model_config: BertConfig, cfg: PretrainDataConfig, run_dir: Path) -> None:
     "Raise a ValueError for settings that cannot work together here, before anything is written."
     resolve_device(cfg.device)
     if cfg.max_seq_len > model_config.max_position_embeddings:
@@ -130,19 +164,35 @@ def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: Pre
     model (`CALIBRATION_STEPS` steps and one validation); the timing run's own time is taken off first.
     Returns the steps and what was measured."""
     start = time.perf_counter()
-    probe = BertForPreTraining(model_config)
+    probe = build_model(model_config, cfg)
     timing = replace(cfg, max_steps=CALIBRATION_STEPS, epochs=None, time_budget=None, log_every=CALIBRATION_STEPS,
                      eval_every=CALIBRATION_STEPS + 1, save_every=CALIBRATION_STEPS + 1)
     train(probe, dataset, timing, show_progress=False)
     step_s = (time.perf_counter() - start) / CALIBRATION_STEPS
     start_eval = time.perf_counter()
-    validation_metrics(probe, valid_loader, cfg.eval_batches)
+    _scores(probe)(probe, valid_loader, cfg.eval_batches)
     eval_s = time.perf_counter() - start_eval
     left = seconds_left - (time.perf_counter() - start)
     steps = max(1, int(left / step_s))
     while steps > 1 and steps * step_s + math.ceil(steps / cfg.eval_every) * eval_s > left:
         steps = max(1, int((left - math.ceil(steps / cfg.eval_every) * eval_s) / step_s))
     return steps, {"seconds_per_step": step_s, "seconds_per_validation": eval_s, "seconds_left": left}
+
+
+def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
+                     ) -> tuple[PretrainingDataset | PackedDataset, torch.utils.data.DataLoader]:
+    """The training data of a run on WikiText-2's train split: sentence pairs for BERT's objective, packed
+    sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); and its validation batches."""
+    corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
+        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    else:
+        dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
+                                mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
+                                     data_config=cfg.data_config, data_dir=data_dir)
+    return dataset, valid_loader
 
 
 def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
@@ -181,15 +231,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
                 tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config,
                                                      data_dir=data_dir)
             check_vocabulary(tokenizer, model_config, "the tokenizer given")
-        corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
-        if cfg.objective == "mlm":
-            dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
-                                    mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        else:
-            dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
-                                         mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
-                                         data_config=cfg.data_config, data_dir=data_dir)
+        dataset, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         calibration = None
         if not resume and cfg.max_steps is None and cfg.epochs is None:
             steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,
@@ -200,7 +242,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
         if calibration is not None and on_log is not None:
             on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
         torch.manual_seed(cfg.seed)
-        model = BertForPreTraining(model_config)
+        model = build_model(model_config, cfg)
         return train(model, dataset, cfg, valid_loader=valid_loader, run_dir=run_dir, resume=resume, on_log=on_log,
                      show_progress=show_progress)
     finally:

@@ -3,12 +3,14 @@ of a training run, written so that a crash never leaves a broken file, and read 
 
     runs/<name>/
       config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
-                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig)
+                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
+                               student: "recipe": "distil" and a DistilConfig)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png
       checkpoints/step-0001000/
-        model.safetensors      the weights (all that evaluation, fill-mask and export need)
+        model.safetensors      the weights (all that evaluation, fill-mask and export need), a tensor that
+                               several modules share (ELECTRA's embeddings) stored once
         training_state.pt      optimiser, schedule, step and data position (what resuming needs)
         checksums.json         SHA-256 of the two files, checked when they are read
       best/checkpoints/step-0000300/   a fine-tuning run's best validation so far (its scores as training state)
@@ -16,7 +18,7 @@ of a training run, written so that a crash never leaves a broken file, and read 
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RunError", "checkpoints", "save_checkpoint", "load_weights",
+__all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RECIPES", "RunError", "checkpoints", "save_checkpoint", "load_weights",
            "load_training_state", "load_checkpoint", "write_checksums", "read_metrics", "write_metrics",
            "plot_metrics", "save_figure", "write_run_config", "create_run", "check_vocabulary", "load_run",
            "RESUMABLE_FIELDS", "resumed_config", "latest_checkpoint", "best_checkpoint", "build_model",
@@ -34,19 +36,22 @@ from pathlib import Path
 import torch
 from matplotlib.figure import Figure
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_model as load_safetensors
+from safetensors.torch import save_model as save_safetensors
 from tokenizers import Tokenizer
 from torch import nn
 
 from .config import BertConfig
+from .electra import ElectraForPreTraining
 from .heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
 from .helpers import atomic_write, fsync_dir, resolve_device
 from .model import BertForPreTraining
 from .task_examples import TASKS
 from .tokenizer import load_tokenizer, save_tokenizer
-from .train_config import FinetuneConfig, PretrainConfig
+from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
 
-RunConfig = PretrainConfig | FinetuneConfig
+RunConfig = PretrainConfig | FinetuneConfig | DistilConfig
+RECIPES = {PretrainConfig: "pretrain", FinetuneConfig: "finetune", DistilConfig: "distil"}  # the command of each
 
 RUN_FORMAT = 1
 CHECKPOINT_PREFIX = "step-"
@@ -106,7 +111,7 @@ def save_checkpoint(run_dir: str | os.PathLike, model: nn.Module, training_state
     for trash in folder.glob(".trash-*"):  # left by a crash while deleting
         shutil.rmtree(trash, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}, tmp / WEIGHTS)
+    save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
     torch.save(training_state, tmp / TRAINING_STATE)
     write_checksums(tmp)
     _fsync_tree(tmp)
@@ -140,12 +145,11 @@ def _unreadable(checkpoint: Path, err: Exception) -> RunError:
 
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
     "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
+    path = _verified(checkpoint, WEIGHTS)
     try:
-        weights = load_file(_verified(checkpoint, WEIGHTS))
+        load_safetensors(model, path)  # fills a shared tensor under every name it has
     except (OSError, SafetensorError) as err:
         raise _unreadable(checkpoint, err) from err
-    try:
-        model.load_state_dict(weights)
     except RuntimeError as err:
         raise RunError(f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); "
                        f"was config.json edited?") from err
@@ -232,7 +236,7 @@ def _read_run_config(run_dir: Path) -> dict:
             raise TypeError(f"it holds a JSON {type(saved).__name__}, not an object")
         if saved.get("format") != RUN_FORMAT:
             raise RunError(f"{path} has run format {saved.get('format')!r}; this bertlib reads format {RUN_FORMAT}")
-        training = FinetuneConfig if saved.get("recipe") == "finetune" else PretrainConfig
+        training = {recipe: kind for kind, recipe in RECIPES.items()}.get(saved.get("recipe"), PretrainConfig)
         return {"model": BertConfig.from_dict(saved["model"]), "training": training.from_dict(saved["training"])}
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
@@ -242,7 +246,7 @@ def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: 
     "Write a run's `config.json` (creating the folder if needed)."
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    recipe = {"recipe": "finetune"} if isinstance(cfg, FinetuneConfig) else {}
+    recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
     atomic_write(run_dir / "config.json", json.dumps(
         {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
 
@@ -294,9 +298,8 @@ def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
     run_dir = Path(run_dir)
     model_config, saved_cfg, tokenizer = load_run(run_dir)
     if not isinstance(saved_cfg, kind):
-        recipe = "python -m bertlib finetune" if isinstance(saved_cfg, FinetuneConfig) else "python -m bertlib pretrain"
         raise RunError(f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
-                       f"`{recipe} ... --resume`")
+                       f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`")
     if cfg is not None:
         changed = [f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
                    and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
@@ -321,8 +324,11 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 
 
 def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
-    """The model a run trains, with fresh weights: `BertForPreTraining`, or for a fine-tuning run the head of
-    its task (`bertlib.heads.HEADS`) with the task's label names."""
+    """The model a run trains, with fresh weights: `BertForPreTraining` (a distilled student too), for an ELECTRA
+    run `ElectraForPreTraining`, for a fine-tuning run the head of its task (`bertlib.heads.HEADS`) with the
+    task's label names."""
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+        return ElectraForPreTraining(model_config, cfg.generator_size)
     if not isinstance(cfg, FinetuneConfig):
         return BertForPreTraining(model_config)
     task = TASKS[cfg.task]
@@ -343,7 +349,7 @@ def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunCo
 
 def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
     """A run's model in eval mode on `device`, and its tokenizer: the newest checkpoint of a pre-training run
-    (a `BertForPreTraining`), the best one of a fine-tuning run (its task's head)."""
+    (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its task's head)."""
     model_config, cfg, tokenizer = load_run(run_dir)
     checkpoint = (isinstance(cfg, FinetuneConfig) and best_checkpoint(run_dir)) or latest_checkpoint(run_dir)
     model = model_from_checkpoint(model_config, checkpoint, cfg)

@@ -1,13 +1,13 @@
-"""How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data)
-and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every
-run's `config.json`. Each field's metadata holds its
-command-line help, so a new option is one edit here.
+"""How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data and
+objective), `DistilConfig` (the same data, plus the teacher and the distillation loss) and `FinetuneConfig` (plus
+the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each
+field's metadata holds its command-line help, so a new option is one edit here.
 
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "parse_duration", "TrainConfig", "PretrainConfig",
-           "FinetuneConfig"]
+__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "SOFT_TARGETS", "parse_duration", "TrainConfig",
+           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -24,7 +24,8 @@ from .task_examples import TASK_NAMES
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
-OBJECTIVES = ("mlm_nsp", "mlm")
+SOFT_TARGETS = ("all", "masked")
+OBJECTIVES = ("mlm_nsp", "mlm", "electra")
 
 
 def _option(default: Any, help: str, **metadata: Any) -> Any:
@@ -45,6 +46,23 @@ def _check_positive_ints(config: Any, keys: tuple[str, ...]) -> None:
         value = getattr(config, key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive integer")
+
+
+def _check_positive(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is set but not a positive, finite number."
+    for key in keys:
+        value = getattr(config, key)
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive, finite "
+                             f"number")
+
+
+def _check_non_negative(config: Any, keys: tuple[str, ...]) -> None:
+    "Raise a ValueError naming the first of `keys` that is not a finite number of 0 or more."
+    for key in keys:
+        value = getattr(config, key)
+        if not (value >= 0 and math.isfinite(value)):
+            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be 0 or more")
 
 
 @dataclass
@@ -86,12 +104,8 @@ class TrainConfig:
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         _check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
                                     "save_every", "keep_checkpoints", "eval_batches"))
-        for key in ("epochs", "lr", "max_grad_norm", "time_budget"):
-            value = getattr(self, key)
-            if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name}.{key}={value!r} is not valid; it must be a positive, finite number")
-        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise ValueError(f"{name}.weight_decay={self.weight_decay!r} is not valid; it must be 0 or more")
+        _check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
+        _check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
             raise ValueError(f"{name}.num_workers={self.num_workers!r} is not valid; it must be 0 or more")
         if self.batch_size % self.grad_accum:
@@ -114,13 +128,13 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-def _retuned(name: str, default: Any) -> Any:
-    "`TrainConfig`'s field `name` with another default (its help and choices kept)."
-    return field(default=default, metadata=TrainConfig.__dataclass_fields__[name].metadata)
+def _retuned(name: str, default: Any, base: type | None = None) -> Any:
+    "The field `name` of `base` (default `TrainConfig`) with another default (its help and choices kept)."
+    return field(default=default, metadata=(base or TrainConfig).__dataclass_fields__[name].metadata)
 
 
 @dataclass
-class PretrainConfig(TrainConfig):
+class PretrainDataConfig(TrainConfig):
     """`TrainConfig` plus the pre-training data: which WikiText-2, how NSP pairs are made, how tokens are masked.
 
     Its batch, learning rate and masking rate (batch 8, peak learning rate 1e-3, 30% of the tokens masked) beat
@@ -133,17 +147,67 @@ class PretrainConfig(TrainConfig):
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
-    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP) or 'mlm' (RoBERTa: full-length "
-                                        "packed sequences, MLM only)", choices=OBJECTIVES)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_choice("PretrainConfig.data_config", self.data_config, WIKITEXT_CONFIGS)
-        check_choice("PretrainConfig.pairing", self.pairing, get_args(Pairing))
-        check_choice("PretrainConfig.objective", self.objective, OBJECTIVES)
+        name = type(self).__name__
+        check_choice(f"{name}.data_config", self.data_config, WIKITEXT_CONFIGS)
+        check_choice(f"{name}.pairing", self.pairing, get_args(Pairing))
         if not 0 < self.mlm_probability < 1:
-            raise ValueError(f"PretrainConfig.mlm_probability={self.mlm_probability} is not valid; it must be in "
-                             f"(0, 1)")
+            raise ValueError(f"{name}.mlm_probability={self.mlm_probability} is not valid; it must be in (0, 1)")
+
+
+@dataclass
+class PretrainConfig(PretrainDataConfig):
+    """`PretrainDataConfig` plus the objective: BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed
+    sequences, or ELECTRA's replaced-token detection on packed sequences (with its generator's size and the
+    weight of the discriminator's loss)."""
+
+    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP), 'mlm' (RoBERTa: full-length "
+                                        "packed sequences, MLM only) or 'electra' (packed sequences, a generator "
+                                        "fills the masks and the model learns which tokens were replaced)",
+                             choices=OBJECTIVES)
+    generator_size: float = _option(0.25, "electra: the generator's width as a share of the model's (ELECTRA: 1/4 "
+                                          "to 1/3)")
+    rtd_weight: float = _option(50.0, "electra: the weight of the replaced-token loss beside the generator's MLM "
+                                      "loss (ELECTRA's lambda)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choice("PretrainConfig.objective", self.objective, OBJECTIVES)
+        if not 0 < self.generator_size <= 1:
+            raise ValueError(f"PretrainConfig.generator_size={self.generator_size} is not valid; it must be in (0, 1]")
+        _check_non_negative(self, ("rtd_weight",))
+
+
+@dataclass
+class DistilConfig(PretrainDataConfig):
+    """`PretrainDataConfig` plus DistilBERT's recipe (Sanh et al. 2019): a student with fewer layers, initialised
+    from the teacher, learns on packed MLM sequences from `alpha_ce` x the KL divergence to the teacher's
+    predictions softened by `temperature` (times its square; at `soft_targets` positions), `alpha_mlm` x its own
+    MLM loss and `alpha_cos` x the cosine loss between its last hidden states and the teacher's. The weights and
+    the temperature are those of DistilBERT's training command, the soft-target positions its code's default; so
+    is masking 15% of the tokens, the rate the course's teacher learned at."""
+
+    mlm_probability: float = _retuned("mlm_probability", 0.15, PretrainDataConfig)
+    teacher: str | None = _option(None, "the teacher: a bertlib pre-training run folder (e.g. models/course-mini)")
+    student_layers: int | None = _option(None, "the student's layers, taken from the teacher's layers spread "
+                                               "evenly, first and last included (default: half the teacher's)")
+    temperature: float = _option(2.0, "softens both models' predictions in the soft-target loss")
+    soft_targets: str = _option("all", "where the soft-target loss compares the models: every real token "
+                                       "(DistilBERT's default) or the masked ones only", choices=SOFT_TARGETS)
+    alpha_ce: float = _option(5.0, "weight of the soft-target loss (KL divergence to the teacher)")
+    alpha_mlm: float = _option(2.0, "weight of the student's own MLM loss")
+    alpha_cos: float = _option(1.0, "weight of the cosine loss between the last hidden states")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_positive_ints(self, ("student_layers",))
+        _check_positive(self, ("temperature",))
+        check_choice("DistilConfig.soft_targets", self.soft_targets, SOFT_TARGETS)
+        _check_non_negative(self, ("alpha_ce", "alpha_mlm", "alpha_cos"))
+        if not self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0:
+            raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")
 
 
 @dataclass

@@ -1,9 +1,13 @@
 """Shared helpers for the model tests: small configs, padded two-segment batches, ours/HF model pairs, and a
-tiny WordPiece tokenizer trained on synthetic sentences."""
+tiny WordPiece tokenizer trained on synthetic sentences, and a process group of CPU processes."""
 
+import os
 import random
+import socket
 
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 import transformers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
@@ -64,3 +68,20 @@ def wordpiece_tokenizer(vocab_size: int = 150, seed: int = 0) -> Tokenizer:
     tokenizer.train_from_iterator(sentences, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
                                                                        show_progress=False))
     return tokenizer
+
+
+def _joined(rank: int, world: int, port: int, worker, *args) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        worker(rank, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn_group(worker, *args, processes: int = 2) -> None:
+    "Run `worker(rank, *args)` in `processes` CPU processes joined in one process group (as `torchrun` would)."
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_joined, args=(processes, port, worker, *args), nprocs=processes)

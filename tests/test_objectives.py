@@ -85,7 +85,7 @@ def test_pretrain_with_the_mlm_objective_makes_a_run(tmp_path, fast_tokenizer):
     assert load_run(tmp_path / "run")[1].objective == "mlm"
     assert json.loads((tmp_path / "run" / "config.json").read_text())["model"]["position_embedding_type"] == "rope"
     with pytest.raises(ValueError, match="objective"):
-        PretrainConfig(max_steps=1, objective="electra")
+        PretrainConfig(max_steps=1, objective="xlnet")
 
 
 def test_sop_pairs_come_from_one_document_and_half_are_swapped(corpus):

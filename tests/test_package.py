@@ -14,11 +14,11 @@ FLOORS = [
     ["helpers"],
     ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
     ["config", "embeddings", "attention", "encoder"],
-    ["model", "heads", "interop"],
+    ["model", "heads", "electra", "interop"],
     ["pretraining_data", "finetune_data", "packed_data"],
-    ["train_config", "runs", "evaluate", "viz", "widget", "task_metrics"],
+    ["train_config", "runs", "evaluate", "electra_evaluate", "viz", "widget", "task_metrics"],
     ["trainer"],
-    ["pretrain", "finetune"],
+    ["pretrain", "finetune", "distil"],
     ["cli", "__main__"],
 ]
 

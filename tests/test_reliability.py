@@ -267,3 +267,20 @@ def test_claim_resume_retraces_logging_windows_that_straddle_a_checkpoint(small,
     assert [c.name for c in checkpoints(tmp_path / "crashed")][-1] == "step-0000004"
     run(tmp_path / "crashed", resume=True)
     assert losses(tmp_path / "crashed") == reference
+
+
+def test_a_tensor_two_modules_share_is_saved_once_and_loads_shared(tmp_path):
+    "(ELECTRA's generator and discriminator share their embeddings: safetensors refuses shared memory.)"
+    def tied() -> torch.nn.Module:
+        model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(7, 3), "decode": torch.nn.Linear(3, 7)})
+        model["decode"].weight = model["embed"].weight
+        return model
+
+    torch.manual_seed(0)
+    model = tied()
+    folder = save_checkpoint(tmp_path, model, {"step": 1}, 1)
+    torch.manual_seed(1)
+    loaded = tied()
+    runs_module.load_weights(folder, loaded)
+    assert loaded["decode"].weight is loaded["embed"].weight
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())
