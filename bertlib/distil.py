@@ -23,7 +23,7 @@ from torch import nn
 from .evaluate import validation_metrics
 from .helpers import IGNORE_INDEX, check_choice
 from .model import BertForPreTraining
-from .pretrain import MaskedLM, check_settings, pretraining_data
+from .pretrain import MaskedLM, check_settings, freeze_nsp, pretraining_data
 from .runs import RunError, create_run, load_model, load_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
@@ -160,8 +160,7 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
         if on_log is not None and not resume:
             picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
             on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})
-        for unused in (student.nsp_head, student.bert.pooler):
-            unused.requires_grad_(False)  # in no loss (they stay the teacher's): DDP would wait for their gradients
+        freeze_nsp(student)  # the NSP head and pooler stay the teacher's
         evaluate = partial(validation_metrics, loader=valid_loader, max_batches=cfg.eval_batches)
         return fit(student, dataset, Distillation(teacher, cfg, dataset.pad_id), cfg, evaluate=evaluate,
                    run_dir=run_dir, resume=resume, on_log=on_log, show_progress=show_progress)

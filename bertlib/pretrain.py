@@ -5,8 +5,8 @@ the course model's settings.
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["MaskedLMAndNSP", "MaskedLM", "ReplacedTokenDetection", "train", "course_configs", "pretraining_data",
-           "pretrain"]
+__all__ = ["MaskedLMAndNSP", "MaskedLM", "freeze_nsp", "ReplacedTokenDetection", "train", "course_configs",
+           "pretraining_data", "pretrain"]
 
 import math
 import os
@@ -95,6 +95,13 @@ class ReplacedTokenDetection(MaskedLM):
         return out.mlm_loss, self.rtd_weight * out.rtd_loss
 
 
+def freeze_nsp(model: BertForPreTraining) -> None:
+    """Freeze the NSP head and the pooler under it, for an objective without NSP: no loss reaches them, and
+    DistributedDataParallel would wait for their gradients."""
+    for unused in (model.nsp_head, model.bert.pooler):
+        unused.requires_grad_(False)
+
+
 def _scores(model: nn.Module) -> Callable[..., dict[str, float]]:
     "The validation scores of a pre-training model: ELECTRA's, or BERT's (`validation_metrics`)."
     return rtd_metrics if isinstance(model, ElectraForPreTraining) else validation_metrics
@@ -115,8 +122,11 @@ def train(model: BertForPreTraining | ElectraForPreTraining, dataset: Pretrainin
                                                          max_batches=cfg.eval_batches)
     if isinstance(model, ElectraForPreTraining):
         objective = ReplacedTokenDetection(dataset.pad_id, cfg.rtd_weight)
+    elif isinstance(dataset, PackedDataset):
+        objective = MaskedLM(dataset.pad_id)
+        freeze_nsp(model)
     else:
-        objective = (MaskedLM if isinstance(dataset, PackedDataset) else MaskedLMAndNSP)(dataset.pad_id)
+        objective = MaskedLMAndNSP(dataset.pad_id)
     return fit(model, dataset, objective, cfg, evaluate=evaluate, run_dir=run_dir,
                resume=resume, on_log=on_log, show_progress=show_progress)
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 import torch
-from bert_testing import wordpiece_tokenizer
+from bert_testing import spawn_group, wordpiece_tokenizer
 
 from bertlib.config import BertConfig
 from bertlib.helpers import IGNORE_INDEX
@@ -100,3 +100,20 @@ def test_sop_pairs_come_from_one_document_and_half_are_swapped(corpus):
     assert 0.45 < swapped < 0.55, swapped
     with pytest.raises(ValueError, match="'sop'"):
         create_nsp_examples(documents, 128, random.Random(0), pairing="order")
+
+
+def _train_packed(rank: int, tokenizer_json: str) -> None:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    sentence = tokenizer.encode("the cat sat on the mat and the dog sat on the log", add_special_tokens=False).ids
+    data = PackedDataset([[sentence[d:], sentence] for d in range(16)], tokenizer, max_seq_len=16)
+    model = BertForPreTraining(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
+                                          num_attention_heads=2, intermediate_size=64))
+    train(model, data, PretrainConfig(max_steps=2, batch_size=8, device="cpu"), show_progress=False)
+
+
+def test_two_processes_train_mlm_only(fast_tokenizer):
+    "DistributedDataParallel needs a gradient for every trainable parameter: MLM alone freezes the NSP head."
+    spawn_group(_train_packed, fast_tokenizer.to_str())
+
