@@ -3,7 +3,7 @@ pre-trained teacher's embeddings, heads and evenly spread layers, learns on pack
 teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain
 `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
 
-Written by hand; the variants notebook uses it.
+Written by hand; notebook 12 presents it.
 """
 
 __all__ = ["teacher_layers", "student_from_teacher", "distillation_losses", "Distillation", "load_teacher", "distil"]

@@ -2,7 +2,7 @@
 its own predictions, and a discriminator (`BertModel` plus a per-token binary head) learns which tokens were
 replaced, so that every token, not only the masked 15-30%, teaches the encoder. The two share their embeddings.
 
-Written by hand; the variants notebook presents it.
+Written by hand; notebook 12 presents it.
 """
 
 __all__ = ["SHARED_EMBEDDINGS", "generator_config", "replace_tokens", "RTDHead", "ElectraForPreTrainingOutput",

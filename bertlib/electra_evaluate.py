@@ -2,7 +2,7 @@
 (replaced-token detection accuracy, with the share of replaced tokens that a guess of "original" everywhere would
 score against), and its generator's masked-LM scores, on the statically masked validation or test split.
 
-Written by hand; the variants notebook uses it.
+Written by hand; notebook 12 presents it.
 """
 
 __all__ = ["RTD_METRICS", "rtd_metrics", "evaluate_electra_run"]

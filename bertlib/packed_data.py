@@ -2,7 +2,7 @@
 joined by `[SEP]`) cut into full-length sequences, `[CLS] ... [SEP]`, masked afresh every epoch. Every
 sequence is as long as allowed, so a batch has no padding at all.
 
-Written by hand; the variants notebook presents it. Pipeline floor: beside `bertlib.pretraining_data`, whose
+Written by hand; notebook 11 presents it. Pipeline floor: beside `bertlib.pretraining_data`, whose
 masking it reuses.
 """
 

@@ -1,0 +1,142 @@
+"""Distillation at work (issue 17): a student of half the course model's layers, distilled from `models/course-mini`
+with DistilBERT's loss (`bertlib.distil`), against its teacher: size, CPU speed, validation perplexity, and SST-2
+accuracy after the fine-tuning study's `sst2-1k` plan (the teacher's comes from that study's result file, made
+with the same settings and seed).
+
+Hand-written; not part of the library. `run` writes `distil_study/results/student.json` (the run folders go to
+`distil_study/runs/`, not committed); `--report` writes `distil_study/README.md` and the README's `distil`
+section from it. ELECTRA, the other model that learns from a second one, is a row of `experiments/variants_study`.
+
+    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/distil_study.py run
+    python experiments/distil_study.py --report
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from itertools import islice
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.report import update_readme  # noqa: E402
+from bertlib.distil import distil, teacher_layers  # noqa: E402
+from bertlib.evaluate import evaluate_run  # noqa: E402
+from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
+from bertlib.helpers import eval_mode, machine  # noqa: E402
+from bertlib.pretraining_data import evaluation_loader  # noqa: E402
+from bertlib.runs import load_model, load_run  # noqa: E402
+from bertlib.train_config import DistilConfig, FinetuneConfig  # noqa: E402
+
+HERE = ROOT / "experiments" / "distil_study"
+TEACHER = ROOT / "models" / "course-mini"
+TEACHER_SST2 = ROOT / "experiments" / "finetune_study" / "results" / "sst2-1k-pretrained-s0.json"
+# 1,500 steps of 8 sequences of 128 tokens (1.5M token slots, the variants study's budget), DistilConfig's
+# DistilBERT defaults otherwise (temperature 2, weights 5 / 2 / 1, 15% masking)
+BUDGET = dict(max_steps=1500, batch_size=8, max_seq_len=128, log_every=50, eval_every=250, eval_batches=20,
+              save_every=500, seed=0)
+SPEED_BATCHES = 20  # validation batches of 64 pairs timed per model
+
+
+def tokens_per_second(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> float:
+    "Inference speed: real tokens of `batches` per second of forward passes (after one warm-up pass)."
+    with eval_mode(model), torch.no_grad():
+        for i, b in enumerate([batches[0], *batches]):
+            if i == 1:
+                start = time.perf_counter()
+            model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"])
+        seconds = time.perf_counter() - start
+    return sum(int(b["attention_mask"].sum()) for b in batches) / seconds
+
+
+def run(data_dir: str | None) -> dict:
+    "Distil, fine-tune the student on SST-2, time both models and write the result file."
+    out, ft_dir = HERE / "runs" / "student", HERE / "runs" / "student-sst2"
+    for folder in (out, ft_dir):
+        shutil.rmtree(folder, ignore_errors=True)
+    cfg = DistilConfig(teacher=str(TEACHER), **BUDGET)
+    start = time.perf_counter()
+    records = distil(out, cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    minutes = (time.perf_counter() - start) / 60
+    teacher_sst2 = json.loads(TEACHER_SST2.read_text())
+    ft_cfg = FinetuneConfig(**{**teacher_sst2["settings"], "source": str(out)})  # the teacher's settings exactly
+    ft = finetune(ft_dir, ft_cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    metric = SELECTION_METRIC["sst2"]
+    batches = list(islice(evaluation_loader("validation", load_run(out)[2], max_seq_len=cfg.max_seq_len,
+                                            data_dir=data_dir), SPEED_BATCHES))
+    models = {"teacher": TEACHER, "student": out}
+    result = {"settings": asdict(cfg), "curve": records, "minutes": minutes, "threads": torch.get_num_threads(),
+              "machine": machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                       cwd=ROOT).stdout.strip()}
+    for name, path in models.items():
+        model = load_model(path)[0]
+        result[name] = {"layers": model.config.num_hidden_layers,
+                        "parameters": sum(p.numel() for p in model.parameters()),
+                        "encoder_parameters": sum(p.numel() for p in model.bert.parameters()),
+                        "cpu_tokens_per_s": tokens_per_second(model, batches),
+                        "validation": evaluate_run(path, "validation", device="cpu", data_dir=data_dir)}
+    result["teacher"]["sst2"] = teacher_sst2["best"][metric]
+    result["student"]["sst2"] = max(r[metric] for r in ft if r.get("split") == "validation")
+    path = HERE / "results" / "student.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    os.replace(tmp, path)
+    return result
+
+
+def report() -> None:
+    r = json.loads((HERE / "results" / "student.json").read_text())
+    t, s, c = r["teacher"], r["student"], r["settings"]
+    share = lambda key: 100 * s[key] / t[key]  # noqa: E731
+    rows = [f"| {name} | {m['layers']} | {m['parameters'] / 1e6:.2f}M | {m['encoder_parameters'] / 1e6:.2f}M | "
+            f"{m['cpu_tokens_per_s']:,.0f} | {m['validation']['mlm_perplexity']:.1f} | "
+            f"{100 * m['validation']['mlm_accuracy']:.1f}% | {100 * m['sst2']:.1f}% |"
+            for name, m in (("teacher (`models/course-mini`)", t), ("student", s))]
+    body = f"""Generated by `python experiments/distil_study.py --report` from `experiments/distil_study/results`,
+written by `OMP_NUM_THREADS=1 python experiments/distil_study.py run` (`python -m bertlib distil` with these
+settings). The student takes the teacher's embeddings, heads and layers {teacher_layers(t['layers'], s['layers'])}, then
+trains for {c['max_steps']:,} steps of {c['batch_size']} packed sequences of {c['max_seq_len']} tokens on DistilBERT's
+loss (temperature {c['temperature']:g}; weights {c['alpha_ce']:g} soft targets, {c['alpha_mlm']:g} MLM,
+{c['alpha_cos']:g} cosine; {100 * c['mlm_probability']:.0f}% masked), {r['minutes']:.1f} minutes. Validation: the
+whole statically masked split. SST-2: 1,000 sentences, 3 epochs, seed 0, best validation accuracy (the teacher's
+from `experiments/finetune_study`, same settings). Speed: inference on {SPEED_BATCHES} validation batches of 64
+pairs, one after the other in one process. Machine: {r['machine']}, {r['threads']} thread(s), shared with other jobs.
+
+| model | layers | parameters | encoder | CPU tokens/s | perplexity | top-1 | SST-2 |
+|---|---:|---:|---:|---:|---:|---:|---:|
+{chr(10).join(rows)}
+
+The student keeps {100 * s['encoder_parameters'] / t['encoder_parameters']:.0f}% of the encoder's parameters, runs
+{s['cpu_tokens_per_s'] / t['cpu_tokens_per_s']:.2f}x as fast, and keeps {share('sst2'):.0f}% of the teacher's SST-2
+accuracy; its perplexity is {s['validation']['mlm_perplexity'] / t['validation']['mlm_perplexity']:.2f}x the
+teacher's."""
+    HERE.mkdir(exist_ok=True)
+    (HERE / "README.md").write_text("# Distillation study\n\n" + body + "\n")
+    update_readme(ROOT / "README.md", body, "<!-- distil:start -->", "<!-- distil:end -->")
+    print(body)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", nargs="?", choices=["run"], help="distil, fine-tune and time")
+    p.add_argument("--report", action="store_true", help="write the tables from the result file")
+    args = p.parse_args()
+    if args.command == "run":
+        run(os.environ.get("BERTLIB_DATA_DIR"))
+    if args.report:
+        report()
+
+
+if __name__ == "__main__":
+    main()
