@@ -23,7 +23,7 @@ from torch import nn
 from .evaluate import validation_metrics
 from .helpers import IGNORE_INDEX, check_choice
 from .model import BertForPreTraining
-from .pretrain import MaskedLM, check_settings, freeze_nsp, pretraining_data
+from .pretrain import MaskedLM, check_new_run, check_settings, freeze_nsp, pretraining_data
 from .runs import RunError, create_run, load_model, load_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
@@ -146,10 +146,8 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
         if resume and student.config != model_config:
             raise RunError(f"the teacher {cfg.teacher} is no longer the model {run_dir} was distilled from; restore it "
                            f"or start a new run")
-        if not resume and run_dir.exists() and any(run_dir.iterdir()):
-            raise RunError(f"{run_dir} already exists and is not empty; pass resume=True (--resume) to continue it, or "
-                           f"choose another output folder")
         if not resume:
+            check_new_run(run_dir)
             tokenizer = teacher_tokenizer
         if world()[1] == 0:
             if resume:

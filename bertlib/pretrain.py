@@ -6,7 +6,7 @@ Written by hand; notebook 07 uses it.
 """
 
 __all__ = ["MaskedLMAndNSP", "MaskedLM", "freeze_nsp", "ReplacedTokenDetection", "train", "course_configs",
-           "pretraining_data", "pretrain"]
+           "check_new_run", "pretraining_data", "pretrain"]
 
 import math
 import os
@@ -149,6 +149,16 @@ def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, Pr
                                                           save_every=500)
 
 
+def check_new_run(run_dir: Path) -> None:
+    """Raise a RunError if `run_dir` holds anything; under `torchrun` every process checks before rank 0 may
+    create the run, so a slow process never finds the folder its peer has just made."""
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RunError(f"{run_dir} already exists and is not empty; pass resume=True (--resume) to continue it, or "
+                       f"choose another output folder")
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def _same_on_every_process(value: int) -> int:
     "Rank 0's value on every process of a `torchrun` group (timings differ from process to process)."
     if world()[0] == 1:
@@ -234,9 +244,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
             if model_config is None or cfg is None:
                 raise ValueError("a new run needs model_config and cfg")
             check_settings(model_config, cfg, run_dir)
-            if run_dir.exists() and any(run_dir.iterdir()):
-                raise RunError(f"{run_dir} already exists and is not empty; pass resume=True (--resume) to "
-                               f"continue it, or choose another output folder")
+            check_new_run(run_dir)
             if tokenizer is None:
                 tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config,
                                                      data_dir=data_dir)
