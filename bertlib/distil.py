@@ -23,8 +23,8 @@ from torch import nn
 from .evaluate import validation_metrics
 from .helpers import IGNORE_INDEX, check_choice
 from .model import BertForPreTraining
-from .pretrain import MaskedLM, check_new_run, check_settings, freeze_nsp, pretraining_data
-from .runs import RunError, create_run, load_model, load_run, resumed_config, write_run_config
+from .pretrain import MaskedLM, check_settings, freeze_nsp, pretraining_data
+from .runs import RunError, check_new_run, create_run, load_model, load_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
 from .trainer import fit, init_distributed, world

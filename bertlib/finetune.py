@@ -30,6 +30,7 @@ from .runs import (
     RunError,
     best_checkpoint,
     build_model,
+    check_new_run,
     check_vocabulary,
     checkpoints,
     create_run,
@@ -163,9 +164,7 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
         if cfg is None or not cfg.source:
             raise ValueError("a new fine-tuning run needs cfg.source (--from): a bertlib run folder, an HF BERT "
                              "folder or a hub id")
-        if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise RunError(f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
-                           f"continue it, or choose another output folder")
+        check_new_run(run_dir)
         model_config, weights, tokenizer = load_source(cfg.source)
         check_vocabulary(tokenizer, model_config, cfg.source)
     if cfg.time_budget is not None or cfg.epochs is None and cfg.max_steps is None:

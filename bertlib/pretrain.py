@@ -6,7 +6,7 @@ Written by hand; notebook 07 uses it.
 """
 
 __all__ = ["MaskedLMAndNSP", "MaskedLM", "freeze_nsp", "ReplacedTokenDetection", "train", "course_configs",
-           "check_new_run", "pretraining_data", "pretrain"]
+           "pretraining_data", "pretrain"]
 
 import math
 import os
@@ -31,7 +31,7 @@ from .helpers import IGNORE_INDEX, resolve_device
 from .model import BertForPreTraining
 from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
-from .runs import RunError, build_model, check_vocabulary, create_run, resumed_config, write_run_config
+from .runs import build_model, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig, TrainConfig
 from .trainer import fit, init_distributed, world
@@ -147,16 +147,6 @@ def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, Pr
                                                               mlm_probability=0.15)
     return BertConfig.from_preset("mini"), PretrainConfig(max_steps=4000, log_every=50, eval_every=500,
                                                           save_every=500)
-
-
-def check_new_run(run_dir: Path) -> None:
-    """Raise a RunError if `run_dir` holds anything; under `torchrun` every process checks before rank 0 may
-    create the run, so a slow process never finds the folder its peer has just made."""
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise RunError(f"{run_dir} already exists and is not empty; pass resume=True (--resume) to continue it, or "
-                       f"choose another output folder")
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
 
 
 def _same_on_every_process(value: int) -> int:

@@ -20,8 +20,8 @@ Written by hand: production plumbing that notebook 07 uses but does not show in 
 
 __all__ = ["RUN_FORMAT", "CHECKPOINT_PREFIX", "RECIPES", "RunError", "checkpoints", "save_checkpoint", "load_weights",
            "load_training_state", "load_checkpoint", "write_checksums", "read_metrics", "write_metrics",
-           "plot_metrics", "save_figure", "write_run_config", "create_run", "check_vocabulary", "load_run",
-           "RESUMABLE_FIELDS", "resumed_config", "latest_checkpoint", "best_checkpoint", "build_model",
+           "plot_metrics", "save_figure", "write_run_config", "check_new_run", "create_run", "check_vocabulary",
+           "load_run", "RESUMABLE_FIELDS", "resumed_config", "latest_checkpoint", "best_checkpoint", "build_model",
            "model_from_checkpoint", "load_model"]
 
 import dataclasses
@@ -249,6 +249,17 @@ def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: 
     recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
     atomic_write(run_dir / "config.json", json.dumps(
         {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
+
+
+def check_new_run(run_dir: str | os.PathLike) -> None:
+    """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
+    process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise RunError(f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
+                       f"continue it, or choose another output folder")
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
 
 
 def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig,
