@@ -1,5 +1,6 @@
 """Every fast path gives the numbers of the plain path: sparse MLM prediction and the pruned last layer against
-scoring every position, SDPA against explicit attention, torch.compile against eager."""
+scoring every position, the head index found on the CPU against the model finding it, SDPA against explicit
+attention, torch.compile against eager; and the step with the head index given reads nothing back."""
 
 import pytest
 import torch
@@ -8,8 +9,9 @@ from bert_testing import make_batch, small_config
 
 from bertlib.attention import MultiHeadSelfAttention, gather_positions
 from bertlib.config import BertConfig
+from bertlib.embeddings import check_index_range
 from bertlib.encoder import EncoderLayer
-from bertlib.model import IGNORE_INDEX, BertForPreTraining, _head_positions
+from bertlib.model import IGNORE_INDEX, BertForPreTraining, _head_positions, head_index
 
 
 def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -69,6 +71,65 @@ def test_head_positions_put_cls_first_then_the_selected_in_order():
     assert positions[0].tolist() == [0, 2, 4] and positions[1, 1] == 1
     kept = selected.gather(1, positions)
     assert kept.sum() == selected.sum()
+
+
+@pytest.mark.parametrize("style", ["post", "pre"])
+@pytest.mark.parametrize("padded", [False, True])
+def test_head_index_found_on_the_cpu_gives_what_the_model_finds_itself(style, padded):
+    config = small_config(norm_style=style)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).eval()
+    inputs = make_batch(config, 4, 24, padded=padded)
+    inputs["labels"][2] = IGNORE_INDEX  # a row with nothing to predict
+    found = model(**inputs)
+    found.loss.backward()
+    found_grads = grads(model)
+    model.zero_grad()
+    given = model(**inputs, head_index=head_index(inputs["labels"]))
+    given.loss.backward()
+    assert torch.equal(given.loss, found.loss)
+    assert torch.equal(given.prediction_logits, found.prediction_logits)  # rows in the order of labels != -100
+    assert all(torch.equal(found_grads[name], grad) for name, grad in grads(model).items())
+
+
+def test_a_head_index_of_other_labels_is_refused_in_one_line():
+    config = small_config()
+    model = BertForPreTraining(config)
+    inputs = make_batch(config, 3, 16)
+    other = inputs["labels"].clone()
+    other[0, 1:] = IGNORE_INDEX
+    with pytest.raises(ValueError, match="head_index does not match labels"):
+        model(**inputs, head_index=head_index(other))
+
+
+def test_value_checks_read_tensors_on_the_cpu_only():
+    out_of_range = torch.full((2, 3), 999)
+    with pytest.raises(ValueError, match="contains 999"):
+        check_index_range("input_ids", out_of_range, 10, "BertConfig.vocab_size=10")
+    # on another device reading the values would stall every step: nothing is read (a meta tensor has no values)
+    check_index_range("input_ids", out_of_range.to("meta"), 10, "BertConfig.vocab_size=10")
+
+
+@pytest.mark.parametrize("style", ["post", "pre"])
+def test_the_step_with_a_head_index_is_one_graph_that_reads_nothing_back(style):
+    """fullgraph=True makes torch.compile fail on anything that reads a tensor's value into Python (a host sync on
+    a GPU) or gives a shape that depends on values: with the head index given, the model has neither, over
+    batches of different lengths; without it, finding the index reads the device, and the compile fails."""
+    import torch._dynamo
+
+    config = small_config(norm_style=style, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    model = BertForPreTraining(config).train()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager", dynamic=True)
+    for seq in (16, 24):
+        inputs = make_batch(config, 4, seq)
+        eager = model(**inputs)
+        out = compiled(**inputs, head_index=head_index(inputs["labels"]))
+        out.loss.backward()
+        assert (out.loss - eager.loss).abs() < 1e-5
+    with pytest.raises((torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)):  # a value read, or a shape
+        compiled(**make_batch(config, 4, 16))
 
 
 @pytest.mark.parametrize("style", ["post", "pre"])
