@@ -5,14 +5,14 @@ the course model's settings.
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["MaskedLMAndNSP", "MaskedLM", "freeze_nsp", "ReplacedTokenDetection", "train", "course_configs",
-           "pretraining_data", "pretrain"]
+__all__ = ["HeadIndexed", "given_head_index", "MaskedLMAndNSP", "MaskedLM", "freeze_nsp", "ReplacedTokenDetection",
+           "train", "course_configs", "pretraining_data", "pretrain"]
 
 import math
 import os
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from .electra_evaluate import rtd_metrics
 from .evaluate import validation_metrics
 from .finetune_data import TaskCollator
 from .helpers import IGNORE_INDEX, resolve_device
-from .model import BertForPreTraining
+from .model import BertForPreTraining, head_index
 from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
 from .runs import build_model, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
@@ -39,13 +39,33 @@ from .trainer import fit, init_distributed, world
 CALIBRATION_STEPS = 20  # timed on a throwaway model to turn a time budget into steps
 
 
+@dataclass(frozen=True)
+class HeadIndexed:
+    """A collator whose batches also carry `head_positions` and `head_rows`: `bertlib.model.head_index` of the
+    labels, found here on the CPU (in the loader's workers), so that the training step on a GPU reads nothing back
+    from the device."""
+
+    collate: Callable[[Sequence[dict[str, torch.Tensor]]], dict[str, torch.Tensor]]
+
+    def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        batch = self.collate(items)
+        batch["head_positions"], batch["head_rows"] = head_index(batch["labels"])
+        return batch
+
+
+def given_head_index(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    "The head index a `HeadIndexed` collator put in `batch`; None for other batches (the model then finds it)."
+    return (batch["head_positions"], batch["head_rows"]) if "head_rows" in batch else None
+
+
 class MaskedLMAndNSP:
     "BERT's pre-training objective: the MLM loss (a mean over masked tokens) and the NSP loss (over sequences)."
 
     parts = ("mlm_loss", "nsp_loss")
 
     def __init__(self, pad_token_id: int = PAD_ID):
-        self.collate = PretrainingCollator(pad_token_id, pad_to_multiple_of=8)  # tensor cores work in tiles of 8
+        # tensor cores work in tiles of 8
+        self.collate = HeadIndexed(PretrainingCollator(pad_token_id, pad_to_multiple_of=8))
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
         "(masked tokens, sequences) of a batch, counted on the CPU."
@@ -54,7 +74,8 @@ class MaskedLMAndNSP:
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         "The mean MLM and NSP losses of `model` on a batch."
         out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"], next_sentence_label=batch["next_sentence_label"])
+                    labels=batch["labels"], next_sentence_label=batch["next_sentence_label"],
+                    head_index=given_head_index(batch))
         return out.mlm_loss, out.nsp_loss
 
 
@@ -64,14 +85,14 @@ class MaskedLM:
     parts = ("mlm_loss",)
 
     def __init__(self, pad_token_id: int = PAD_ID):
-        self.collate = TaskCollator(pad_token_id)
+        self.collate = HeadIndexed(TaskCollator(pad_token_id))
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
         return (int((batch["labels"] != IGNORE_INDEX).sum()),)
 
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor]:
         out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"])
+                    labels=batch["labels"], head_index=given_head_index(batch))
         return (out.mlm_loss,)
 
 

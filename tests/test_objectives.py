@@ -10,10 +10,10 @@ from bert_testing import spawn_group, wordpiece_tokenizer
 
 from bertlib.config import BertConfig
 from bertlib.helpers import IGNORE_INDEX
-from bertlib.model import BertForPreTraining
+from bertlib.model import BertForPreTraining, head_index
 from bertlib.packed_data import PackedDataset
-from bertlib.pretrain import MaskedLM, pretrain, train
-from bertlib.pretraining_data import create_nsp_examples
+from bertlib.pretrain import MaskedLM, MaskedLMAndNSP, pretrain, train
+from bertlib.pretraining_data import PretrainingDataset, create_nsp_examples
 from bertlib.runs import load_run
 from bertlib.tokenizer import add_bert_post_processor
 from bertlib.train_config import PretrainConfig
@@ -57,6 +57,18 @@ def test_masks_and_cuts_change_each_epoch_unless_static(tokenizer):
     static = PackedDataset(documents(tokenizer, 20), tokenizer, max_seq_len=16, seed=3, static=True)
     static.set_epoch(5)
     assert all(torch.equal(a, static[i]["input_ids"]) for i, a in enumerate(first))
+
+
+@pytest.mark.parametrize("objective", ["mlm_nsp", "mlm"])
+def test_batches_carry_the_head_index_found_on_the_cpu(tokenizer, objective):
+    if objective == "mlm_nsp":
+        data, collate = PretrainingDataset(documents(tokenizer), tokenizer, 24), MaskedLMAndNSP().collate
+    else:
+        data, collate = PackedDataset(documents(tokenizer), tokenizer, max_seq_len=16), MaskedLM().collate
+    batch = collate([data[i] for i in range(4)])
+    positions, rows = head_index(batch["labels"])
+    assert torch.equal(batch["head_positions"], positions) and torch.equal(batch["head_rows"], rows)
+    assert len(rows) == int((batch["labels"] != IGNORE_INDEX).sum()) > 0
 
 
 def test_batches_have_no_padding_and_the_nsp_head_is_not_trained(tokenizer):
