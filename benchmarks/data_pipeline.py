@@ -19,10 +19,11 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import RESULTS_DIR, configure_process, machine_info, median, write_results  # noqa: E402
 
-from bertlib.batching import padding_waste  # noqa: E402
+from bertlib.batching import make_loader, padding_waste  # noqa: E402
 from bertlib.corpus import encode_corpus  # noqa: E402
 from bertlib.data import wikitext_documents, wikitext_paragraphs  # noqa: E402
-from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader  # noqa: E402
+from bertlib.pretrain import MaskedLMAndNSP  # noqa: E402
+from bertlib.pretraining_data import PretrainingDataset  # noqa: E402
 from bertlib.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer  # noqa: E402
 
 
@@ -51,12 +52,13 @@ def time_encoding(tokenizer, repeats: int) -> tuple[dict[str, Any], Any]:
 
 
 def time_loader(corpus, tokenizer, batch_size: int, seq_len: int, workers: int, batches: int) -> dict[str, Any]:
-    """Sequences per second that the loader delivers (pairs are drawn when the dataset is built, so that cost
-    is timed too), over the first `batches` batches of an epoch."""
+    """Sequences per second that the training loop's loader delivers (pairs drawn, masked, grouped by length,
+    collated with the head index, pinned on a GPU machine), over the first `batches` batches of an epoch. Pairs
+    are drawn when the dataset is built, so that cost is timed too."""
     start = time.perf_counter()
     dataset = PretrainingDataset(corpus, tokenizer, seq_len)
-    loader = pretraining_dataloader(dataset, batch_size, num_workers=workers,
-                                    persistent_workers=False, pin_memory=torch.cuda.is_available())
+    loader = make_loader(dataset, batch_size, MaskedLMAndNSP().collate, dataset.lengths, num_workers=workers,
+                         pin_memory=torch.cuda.is_available())
     build_seconds = time.perf_counter() - start
     sequences = tokens = 0
     start = time.perf_counter()

@@ -18,7 +18,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import configure_process, synchronize  # noqa: E402
-from train_step import build, make_batch, training_step  # noqa: E402
+from train_step import build, make_batch, side_inputs, training_step  # noqa: E402
 
 from bertlib import interop  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     configure_process(None)
     config = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
-    batch = make_batch(config, args.batch_size, args.seq_len, device)
+    batch = make_batch(config, args.batch_size, args.seq_len)
     bf16 = device.type == "cuda"
     ours = build("bertlib", config, device)
     theirs = interop.to_transformers(ours)
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
               + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
               + f", torch {torch.__version__}")
-    reports = [header] + [profile_side(name, training_step(model, batch, device, bf16), args.steps, device, args.rows)
+    reports = [header] + [profile_side(name, training_step(model, [side_inputs(name.split()[0], batch, device)], device,
+                                                           bf16), args.steps, device, args.rows)
                           for name, model in models.items()]
     text = "\n\n".join(reports)
     print(text)

@@ -4,13 +4,16 @@
     python benchmarks/train_step.py --preset mini --vocab-size 30522 --device cpu
     python benchmarks/train_step.py --suite cpu     # the CPU targets of the README, written to results/
     python benchmarks/train_step.py --suite cuda    # the same on a GPU, bf16
+    python benchmarks/train_step.py --data wikitext  # real batches: length-grouped sentence pairs, padded
 
 The two sides are timed in one process, interleaved (ours, HF, ours, HF, ...) after warm-up, and the median
 of the repeats is reported. Peak memory is measured in a fresh process per side, so that one model's
-allocations never count against the other.
+allocations never count against the other. bertlib is given the head index its training loop gets from the
+collator (`bertlib.model.head_index`, found on the CPU), so its timed step reads nothing back from a GPU.
 """
 
 import argparse
+import itertools
 import json
 import subprocess
 import sys
@@ -36,10 +39,21 @@ from bench_utils import (  # noqa: E402
 )
 
 from bertlib import interop  # noqa: E402
+from bertlib.batching import make_loader  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
-from bertlib.model import BertForPreTraining  # noqa: E402
-from bertlib.pretraining_data import mask_tokens  # noqa: E402
-from bertlib.tokenizer import CLS_ID, MASK_ID, SEP_ID, SPECIAL_IDS  # noqa: E402
+from bertlib.corpus import wikitext_corpus  # noqa: E402
+from bertlib.model import BertForPreTraining, head_index  # noqa: E402
+from bertlib.pretrain import MaskedLMAndNSP  # noqa: E402
+from bertlib.pretraining_data import PretrainingDataset, mask_tokens  # noqa: E402
+from bertlib.tokenizer import (  # noqa: E402
+    CLS_ID,
+    DEFAULT_VOCAB_SIZE,
+    MASK_ID,
+    SEP_ID,
+    SPECIAL_IDS,
+    train_wikitext_tokenizer,
+)
+from bertlib.train_config import PretrainConfig  # noqa: E402
 
 SIDES = ("bertlib", "transformers")
 # Dense bf16 tensor-core peaks (no sparsity), in FLOP/s, from the vendors' data sheets; the first name that
@@ -47,12 +61,18 @@ SIDES = ("bertlib", "transformers")
 GPU_BF16_PEAK = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "B200": 2250e12,
                  "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12,
                  "RTX 4090": 165e12, "RTX 3090": 71e12}
-# (preset, vocab size, batch, sequence length) of the README's targets
-SUITES = {"cpu": [("mini", 30522, 32, 128), ("mini", 8192, 32, 128), ("base", 30522, 32, 128)],
-          "cuda": [("mini", 30522, 128, 128), ("base", 30522, 64, 128)]}
+# (preset, vocab size, batch, sequence length, data) of the README's targets
+SUITES = {"cpu": [("mini", 30522, 32, 128, "random"), ("mini", 8192, 32, 128, "random"),
+                  ("mini", 30522, 32, 128, "wikitext"), ("base", 30522, 32, 128, "random")],
+          "cuda": [("mini", 30522, 128, 128, "random"), ("base", 30522, 64, 128, "random"),
+                   ("mini", 30522, 128, 128, "wikitext"), ("base", 30522, 64, 128, "wikitext")]}
 
 
-def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device,
+BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label")
+WIKITEXT_BATCHES = 8  # real batches cycled through, so that both sides see every length the sampler groups
+
+
+def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device | str = "cpu",
                seed: int = 0) -> dict[str, torch.Tensor]:
     """`[CLS] A [SEP] B [SEP]` rows of random ordinary tokens, no padding, masked by BERT's rule (15% of the
     non-special positions labelled; 80/10/10), with NSP labels."""
@@ -70,6 +90,26 @@ def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device,
     return {k: v.to(device) for k, v in batch_.items()}
 
 
+def wikitext_batches(batch: int, seq: int, count: int = WIKITEXT_BATCHES) -> list[dict[str, torch.Tensor]]:
+    """The first `count` batches of an epoch of pre-training on WikiText-2's train split, as the training loop
+    gets them: sentence pairs grouped by length, padded to a multiple of 8, masked with the default settings.
+    The ids come from the course's 8,192-piece tokenizer, whatever the model's vocabulary (the step's cost does
+    not depend on which ids it reads)."""
+    tokenizer = train_wikitext_tokenizer()
+    dataset = PretrainingDataset(wikitext_corpus("train", tokenizer), tokenizer, seq,
+                                 mlm_probability=PretrainConfig(max_steps=1).mlm_probability)
+    loader = make_loader(dataset, batch, MaskedLMAndNSP().collate, dataset.lengths)
+    return [{key: b[key] for key in BATCH_KEYS} for b in itertools.islice(loader, count)]
+
+
+def side_inputs(side: str, batch: dict[str, torch.Tensor], device: torch.device) -> dict:
+    "A CPU batch on `device` as one side's training loop gives it: bertlib's with the head index found on the CPU."
+    inputs: dict = {key: value.to(device) for key, value in batch.items()}
+    if side == "bertlib":
+        inputs["head_index"] = tuple(t.to(device) for t in head_index(batch["labels"]))
+    return inputs
+
+
 def build(side: str, config: BertConfig, device: torch.device, seed: int = 0) -> torch.nn.Module:
     "A freshly initialised model of one side, in training mode (HF's with SDPA attention)."
     torch.manual_seed(seed)
@@ -80,15 +120,16 @@ def build(side: str, config: BertConfig, device: torch.device, seed: int = 0) ->
     return model.to(device).train()
 
 
-def training_step(model: torch.nn.Module, batch: dict[str, torch.Tensor], device: torch.device, bf16: bool):
-    """A step function: forward and loss (under bf16 autocast if asked), backward, AdamW step. Nothing in it
-    waits for the GPU."""
+def training_step(model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool):
+    """A step function: forward and loss (under bf16 autocast if asked), backward, AdamW step, on the next of
+    `batches` (cycled). Nothing in it waits for the GPU."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
     autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    cycle = itertools.cycle(batches)
 
     def step() -> None:
         with autocast:
-            loss = model(**batch).loss
+            loss = model(**next(cycle)).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -116,7 +157,7 @@ def measure_memory(args: argparse.Namespace, side: str) -> int:
     "Peak memory of a training step of one side, in a fresh process that builds only that side."
     command = [sys.executable, __file__, "--memory-of", side, "--preset", args.preset, "--vocab-size",
                str(args.vocab_size), "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len),
-               "--device", args.device, "--dtype", args.dtype]
+               "--device", args.device, "--dtype", args.dtype, "--data", args.data]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -126,13 +167,20 @@ def measure_memory(args: argparse.Namespace, side: str) -> int:
 def memory_of(args: argparse.Namespace, config: BertConfig, device: torch.device) -> None:
     "Child process: two steps of one side, then print the peak memory as JSON."
     model = build(args.memory_of, config, device)
-    step = training_step(model, make_batch(config, args.batch_size, args.seq_len, device), device,
-                         args.dtype == "bf16")
+    batches = [side_inputs(args.memory_of, b, device) for b in cpu_batches(args, config)]
+    step = training_step(model, batches, device, args.dtype == "bf16")
     reset_peak_memory(device)  # the window covers the model, its optimizer state and the steps' activations
-    for _ in range(2):
+    for _ in range(max(2, len(batches))):  # every batch once: the longest sets the peak
         step()
     synchronize(device)
     print(json.dumps({"peak_memory_bytes": peak_memory(device)}))
+
+
+def cpu_batches(args: argparse.Namespace, config: BertConfig) -> list[dict[str, torch.Tensor]]:
+    "The batches both sides train on, on the CPU: one random batch, or real ones (`--data wikitext`)."
+    if args.data == "wikitext":
+        return wikitext_batches(args.batch_size, args.seq_len)
+    return [make_batch(config, args.batch_size, args.seq_len)]
 
 
 def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) -> dict[str, Any]:
@@ -141,9 +189,14 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
     theirs = interop.to_transformers(ours)  # the same weights
     theirs.set_attn_implementation("sdpa")
     bf16 = args.dtype == "bf16"
-    batch = make_batch(config, args.batch_size, args.seq_len, device)
-    ours_step = training_step(torch.compile(ours) if args.compile else ours, batch, device, bf16)
-    steps = {"bertlib": ours_step, "transformers": training_step(theirs, batch, device, bf16)}
+    batches = cpu_batches(args, config)
+    if args.data == "wikitext":  # a repeat is one pass over the real batches, so every repeat holds the same work
+        args.steps_per_repeat = len(batches)
+    ours_step = training_step(torch.compile(ours) if args.compile else ours,
+                              [side_inputs("bertlib", b, device) for b in batches], device, bf16)
+    steps = {"bertlib": ours_step,
+             "transformers": training_step(theirs, [side_inputs("transformers", b, device) for b in batches], device,
+                                           bf16)}
 
     def repeated(step):
         def run() -> None:
@@ -152,13 +205,16 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
         return run
     times = interleaved_times({side: repeated(step) for side, step in steps.items()}, args.warmup, args.repeats,
                               device)
-    tokens = args.batch_size * args.seq_len * args.steps_per_repeat
+    # tokens that are text, not padding: what the step is for
+    per_cycle = sum(int(b["attention_mask"].sum()) for b in batches)
+    tokens = per_cycle * args.steps_per_repeat // len(batches)
     parameters = sum(p.numel() for p in ours.parameters())
     row: dict[str, Any] = {
         "preset": args.preset, "vocab_size": config.vocab_size, "parameters": parameters,
         "batch_size": args.batch_size, "seq_len": args.seq_len, "dtype": args.dtype, "compile": args.compile,
-        "masked_positions": int((batch["labels"] != -100).sum()), "repeats": args.repeats, "warmup": args.warmup,
-        "steps_per_repeat": args.steps_per_repeat}
+        "data": args.data, "padding_share": 1 - per_cycle / sum(b["input_ids"].numel() for b in batches),
+        "masked_positions": sum(int((b["labels"] != -100).sum()) for b in batches) / len(batches),
+        "repeats": args.repeats, "warmup": args.warmup, "steps_per_repeat": args.steps_per_repeat}
     for side in SIDES:
         row[side] = {"step_seconds": median(times[side]) / args.steps_per_repeat,
                      "tokens_per_second": tokens / median(times[side]),
@@ -185,6 +241,7 @@ def print_row(row: dict[str, Any]) -> None:
     mfu = (f"  MFU {row['bertlib']['mfu']:.1%} vs {row['transformers']['mfu']:.1%}"
            if row["bertlib"].get("mfu") is not None else "")
     print(f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
+          f"{row['data']:>8} "
           f"{row['dtype']}: bertlib {row['bertlib']['tokens_per_second']:>9,.0f} tok/s, transformers "
           f"{row['transformers']['tokens_per_second']:>9,.0f} tok/s, x{row['speedup']:.2f}{memory}{mfu}", flush=True)
 
@@ -201,6 +258,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="fp32, or bf16 autocast (default: bf16 on cuda, fp32 on cpu)")
     p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
                    help="torch.compile bertlib's model (default: on for cuda)")
+    p.add_argument("--data", choices=("random", "wikitext"), default="random",
+                   help="one random unpadded batch, or real WikiText-2 pre-training batches (padded, length-grouped)")
     p.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
@@ -210,6 +269,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output", default=None, help="JSON file (default with --suite: results/train_step-DEVICE.json)")
     p.add_argument("--memory-of", choices=SIDES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.data == "wikitext" and args.vocab_size < DEFAULT_VOCAB_SIZE:
+        p.error(f"--data wikitext reads ids of the {DEFAULT_VOCAB_SIZE:,}-piece tokenizer: give --vocab-size "
+                f"{DEFAULT_VOCAB_SIZE} or more")
     if args.suite:
         args.device = args.suite
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -229,10 +291,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_of:
         memory_of(args, BertConfig.from_preset(args.preset, vocab_size=args.vocab_size), device)
         return
-    shapes = SUITES[args.suite] if args.suite else [(args.preset, args.vocab_size, args.batch_size, args.seq_len)]
+    shapes = (SUITES[args.suite] if args.suite
+              else [(args.preset, args.vocab_size, args.batch_size, args.seq_len, args.data)])
+    steps_per_repeat = args.steps_per_repeat
     rows = []
-    for preset, vocab_size, batch_size, seq_len in shapes:
+    for preset, vocab_size, batch_size, seq_len, data in shapes:
         args.preset, args.vocab_size, args.batch_size, args.seq_len = preset, vocab_size, batch_size, seq_len
+        args.data = data
+        args.steps_per_repeat = steps_per_repeat  # a wikitext row sets its own
         rows.append(compare(args, BertConfig.from_preset(preset, vocab_size=vocab_size), device))
         print_row(rows[-1])
     if args.output:

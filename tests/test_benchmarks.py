@@ -104,6 +104,31 @@ def test_benchmark_batch_masks_fifteen_percent_and_both_sides_share_the_weights(
     assert abs(ours(**batch).loss - theirs(**batch).loss) < 1e-5
 
 
+def test_each_side_gets_the_batch_its_training_loop_gives_it():
+    bench = load_script("train_step")
+    config = BertConfig.from_preset("tiny", vocab_size=500)
+    batch = bench.make_batch(config, 4, 32)
+    ours, theirs = (bench.side_inputs(side, batch, torch.device("cpu")) for side in bench.SIDES)
+    from bertlib.model import head_index
+    assert all(torch.equal(a, b) for a, b in zip(ours.pop("head_index"), head_index(batch["labels"]), strict=True))
+    assert ours.keys() == theirs.keys() == batch.keys()
+
+
+def test_real_batches_need_the_tokenizers_vocabulary():
+    bench = load_script("train_step")
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(["--data", "wikitext", "--vocab-size", "1000"])
+    assert exit_info.value.code == 2
+
+
+def test_report_names_real_batches_and_their_padding(tmp_path):
+    report = load_script("report")
+    data = sample("cpu")
+    data["results"][0].update(data="wikitext", padding_share=0.123)
+    (tmp_path / "train_step-cpu.json").write_text(json.dumps(data))
+    assert "| mini, vocab 30,522, WikiText-2 pairs (12% padding) | 12.3M |" in report.render(tmp_path)
+
+
 def test_model_flops_per_token():
     bench = load_script("train_step")
     config = BertConfig.from_preset("base", vocab_size=30522)
