@@ -4,8 +4,10 @@ the runs' own `config.json`, `metrics.jsonl` and logs under `docs/results/gpu/ru
 
     python experiments/gpu/report.py
 """
+import csv
 import json
 import re
+import statistics
 import sys
 from pathlib import Path
 
@@ -18,6 +20,7 @@ COURSE = ROOT / "models" / "course-mini"
 SESSIONS = {"mini-e40": 1, "mini-e100": 1, "small-e40": 1, "mini-e100-lr1e-3": 2, "mini-e100-lr2e-3": 2,
             "notebook07-e100": 3}
 PRESETS = {256: "mini", 512: "small"}  # hidden size -> preset
+CONCURRENT = {1: 3, 2: 2}  # runs sharing the GPU in the sessions that sampled its utilisation
 
 
 def run_row(name: str) -> dict:
@@ -36,6 +39,29 @@ def run_row(name: str) -> dict:
             "best_step": best["step"], "perplexity": best["mlm_perplexity"], "accuracy": best["mlm_accuracy"],
             "top5": best["mlm_top5_accuracy"], "nsp": best["nsp_accuracy"],
             "tokens_per_s": sorted(r["tokens_per_s"] for r in train)[len(train) // 2]}
+
+
+def busy_share(session: int) -> tuple[float, int]:
+    """Mean of nvidia-smi's `utilization.gpu` (the share of each one-second sample in which a kernel ran) over
+    the samples taken while the runs held GPU memory, and how many samples that is."""
+    with open(RESULTS / f"session{session}-gpu-util.csv", newline="") as f:
+        rows = list(csv.reader(f))[1:]
+    busy = [int(r[1].split()[0]) for r in rows if int(r[2].split()[0]) > 1000]  # > 1 GiB: a run is on the GPU
+    return statistics.mean(busy) / 100, len(busy)
+
+
+def utilisation(rows: list[dict]) -> str:
+    "How busy the GPU was in the sessions that sampled it, beside the tokens/s of the runs that shared it."
+    parts = []
+    for session, runs in CONCURRENT.items():
+        share, samples = busy_share(session)
+        total = sum(r["tokens_per_s"] for r in rows if r["session"] == session)
+        parts.append(f"session {session}, {runs} runs at once: busy {share:.0%} of {samples} s, "
+                     f"{total / 1e6:.2f}M tokens/s together (the sum of the runs' medians)")
+    return ("GPU busy (nvidia-smi's `utilization.gpu`, sampled every second while the runs held memory; the runs "
+            "were eager, without `--compile`): " + "; ".join(parts) + ". With more runs at once the GPU was busier "
+            "and moved more tokens: it had room to spare, and the pace of each run was set on the host (its Python, "
+            "kernel launches and host syncs, and its loader), not by the GPU.")
 
 
 def table(rows: list[dict]) -> str:
@@ -64,6 +90,8 @@ fixed since; session 3: the 450-second limit of the notebook's execution). Valid
 statically masked validation split, every 184 or 186 steps (every 930 in session 3).
 
 {body}
+
+{utilisation(rows)}
 
 Commands: `experiments/gpu/session1.sh` and `session2.sh` (each run is one `python -m bertlib pretrain`
 line there) and `session3.sh` (notebook 07 in full mode, with the library's generic training loop); logs:
