@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from .config import BertConfig
+from .helpers import free_to_read
 
 
 def check_index_range(name: str, values: torch.Tensor, size: int, meaning: str,
@@ -17,10 +18,9 @@ def check_index_range(name: str, values: torch.Tensor, size: int, meaning: str,
     Entries equal to `ignore_index` (such as the -100 of MLM labels) are allowed too. `meaning` tells the
     reader where `size` comes from, e.g. "BertConfig.vocab_size=8192".
 
-    The check reads the values, which is free for tensors on the CPU only: on a GPU it would make the host wait
-    for the device at every step, so there (and inside `torch.compile`) it is skipped, and an id out of range
-    trips the embedding lookup's own device-side assertion instead."""
-    if torch.compiler.is_compiling() or values.device.type != "cpu" or values.numel() == 0:
+    The check reads the values, so it runs only where that is free (`free_to_read`); on a GPU an id out of
+    range trips the embedding lookup's own device-side assertion instead."""
+    if not free_to_read(values) or values.numel() == 0:
         return
     if ignore_index is not None:
         values = values.masked_fill(values == ignore_index, 0)

@@ -5,7 +5,8 @@ Written by hand (no notebook exports it); notebook 00 introduces it. It imports 
 """
 
 __all__ = ["QUICK_ENV", "DATA_DIR_ENV", "IGNORE_INDEX", "quick_mode", "resolve_data_dir", "atomic_write", "fsync_dir",
-           "check_choice", "child_seed", "resolve_device", "autocast", "to_device", "eval_mode", "machine"]
+           "check_choice", "child_seed", "resolve_device", "autocast", "to_device", "free_to_read", "eval_mode",
+           "machine"]
 
 import hashlib
 import os
@@ -98,6 +99,12 @@ def autocast(device: torch.device) -> AbstractContextManager:
 def to_device(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     "A batch's tensors on `device`; from pinned memory the copies overlap with the GPU's work."
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+
+
+def free_to_read(tensor: torch.Tensor) -> bool:
+    """Whether reading `tensor`'s values into Python costs nothing: on the CPU, outside `torch.compile`. On a GPU
+    a read makes the host wait for the device at every step; inside `torch.compile` it splits the graph."""
+    return tensor.device.type == "cpu" and not torch.compiler.is_compiling()
 
 
 @contextmanager

@@ -15,7 +15,7 @@ from torch import nn
 from .config import ACTIVATIONS, BertConfig
 from .embeddings import BertEmbeddings, check_index_range
 from .encoder import BertEncoder, init_bert_weights
-from .helpers import IGNORE_INDEX
+from .helpers import IGNORE_INDEX, free_to_read
 
 
 @dataclass
@@ -63,10 +63,8 @@ class BertModel(nn.Module):
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
             raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but input_ids has "
                              f"{tuple(input_ids.shape)}; they must match")
-        if (attention_mask is not None and attention_mask.device.type == "cpu" and not torch.compiler.is_compiling()
-                and bool(attention_mask.all())):
-            # no padding: without a mask SDPA may use its faster kernels. Only on the CPU, where reading the
-            # answer back is free; on a GPU it would make the host wait for the device at every step
+        if attention_mask is not None and free_to_read(attention_mask) and bool(attention_mask.all()):
+            # no padding: without a mask SDPA may use its faster kernels (asked only where reading is free)
             attention_mask = None
         encoded = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask, output_attentions,
                                output_hidden_states, output_positions)
@@ -119,7 +117,7 @@ def _checked_head_index(given: tuple[torch.Tensor, torch.Tensor] | None,
     "`given`, once checked against `labels` where that is free (on the CPU), or else `head_index(labels)`."
     if given is None:
         return head_index(labels)
-    if labels.device.type == "cpu" and not torch.compiler.is_compiling():
+    if free_to_read(labels):
         expected = head_index(labels)
         if not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(given, expected, strict=True)):
             raise ValueError("head_index does not match labels; pass what head_index(labels) returns for these labels")

@@ -18,6 +18,14 @@ def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
+def loss_and_grads(model: torch.nn.Module, inputs: dict[str, torch.Tensor], **kwargs):
+    "The output of one forward pass and the gradients its loss leaves, starting from none."
+    model.zero_grad()
+    out = model(**inputs, **kwargs)
+    out.loss.backward()
+    return out, grads(model)
+
+
 def plain_loss(model: BertForPreTraining, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     "MLM + NSP loss from the dense path: every position scored over the whole vocabulary, every position computed."
     out = model(inputs["input_ids"], token_type_ids=inputs["token_type_ids"], attention_mask=inputs["attention_mask"])
@@ -32,9 +40,7 @@ def test_sparse_prediction_and_pruned_last_layer_equal_the_dense_path(style, pad
     torch.manual_seed(0)
     model = BertForPreTraining(config).eval()
     inputs = make_batch(config, 4, 23, padded=padded)
-    sparse = model(**inputs)
-    sparse.loss.backward()
-    fast_grads = grads(model)
+    sparse, fast_grads = loss_and_grads(model, inputs)
     model.zero_grad()
     dense = plain_loss(model, inputs)
     dense.backward()
@@ -81,15 +87,11 @@ def test_head_index_found_on_the_cpu_gives_what_the_model_finds_itself(style, pa
     model = BertForPreTraining(config).eval()
     inputs = make_batch(config, 4, 24, padded=padded)
     inputs["labels"][2] = IGNORE_INDEX  # a row with nothing to predict
-    found = model(**inputs)
-    found.loss.backward()
-    found_grads = grads(model)
-    model.zero_grad()
-    given = model(**inputs, head_index=head_index(inputs["labels"]))
-    given.loss.backward()
+    found, found_grads = loss_and_grads(model, inputs)
+    given, given_grads = loss_and_grads(model, inputs, head_index=head_index(inputs["labels"]))
     assert torch.equal(given.loss, found.loss)
     assert torch.equal(given.prediction_logits, found.prediction_logits)  # rows in the order of labels != -100
-    assert all(torch.equal(found_grads[name], grad) for name, grad in grads(model).items())
+    assert all(torch.equal(found_grads[name], grad) for name, grad in given_grads.items())
 
 
 def test_a_head_index_of_other_labels_is_refused_in_one_line():
