@@ -5,18 +5,20 @@ any HF BERT checkpoint (a hub id or a folder) for fine-tuning with bertlib.
 Written by hand; notebook 05 presents it.
 """
 
+import contextlib
 import dataclasses
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import tokenizers
 import torch
 import transformers
 from tokenizers import decoders
 
-from .config import BertConfig
+from .config import ACTIVATIONS, BertConfig
 from .electra import ElectraForPreTraining
 from .encoder import HF_LAYER_NAMES
 from .heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
@@ -156,18 +158,43 @@ def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
                                        **_labels(label_names), architectures=[architecture])
 
 
+# What an HF BERT config means by the fields it leaves out: configs written before a field existed (Google's
+# small BERTs have eleven keys) and transformers releases that dropped one (5.0 has no `position_embedding_type`)
+# both mean BERT as published.
+_BERT_MEANING: dict[str, Any] = {
+    "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
+    "pad_token_id": 0, "position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False,
+    "tie_word_embeddings": True,
+}
+# options of HF's BERT that bertlib's model has no switch for: only BERT's own meaning converts
+_FIXED = ("position_embedding_type", "is_decoder", "add_cross_attention", "tie_word_embeddings")
+
+
 def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
-    "Our `BertConfig` for an HF BERT config; raises ValueError for options bertlib does not implement."
+    """Our `BertConfig` for an HF BERT config, as `transformers` of any version or an original hub
+    `config.json` defines it: a field it lacks takes BERT's meaning, and a value bertlib cannot honour raises
+    a one-line ValueError."""
     if hf_config.model_type != "bert":
         raise ValueError(f"model_type={hf_config.model_type!r} is not supported; only 'bert' converts")
-    unsupported = {"is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True,
-                   "position_embedding_type": "absolute"}
-    for name, expected in unsupported.items():
-        value = getattr(hf_config, name, expected)
-        if value != expected:
-            raise ValueError(f"{name}={value!r} is not supported by bertlib; only {name}={expected!r} converts")
+    defined = hf_config.to_dict()
+
+    def read(name: str) -> Any:
+        value = defined.get(name)
+        return _BERT_MEANING[name] if value is None and name in _BERT_MEANING else value
+
+    for name in _FIXED:
+        if read(name) != _BERT_MEANING[name]:
+            raise ValueError(f"{name}={read(name)!r} is not supported by bertlib; only {name}="
+                             f"{_BERT_MEANING[name]!r} converts")
+    if read("hidden_act") not in ACTIVATIONS:
+        raise ValueError(f"hidden_act={read('hidden_act')!r} is not supported by bertlib; supported: "
+                         f"{', '.join(ACTIVATIONS)}")
     names = [f.name for f in dataclasses.fields(BertConfig) if f.name not in _OURS_ONLY]
-    return BertConfig(**{name: getattr(hf_config, name) for name in names})
+    missing = [name for name in names if read(name) is None]
+    if missing:
+        raise ValueError(f"the HF config defines no {', '.join(missing)}; a BERT config needs every size")
+    return BertConfig(**{name: read(name) for name in names})
 
 
 def _match(module: torch.nn.Module, like: torch.nn.Module) -> torch.nn.Module:
@@ -243,6 +270,9 @@ def from_transformers(hf_model: transformers.PreTrainedModel) -> BertLibModel:
                                  f"the word embeddings, so an untied model cannot be converted")
     config = from_hf_config(hf_model.config)
     labels = [hf_model.config.id2label[i] for i in range(hf_model.config.num_labels)]
+    if isinstance(hf_model, transformers.BertForQuestionAnswering) and len(labels) != 2:
+        raise ValueError(f"a BertForQuestionAnswering with num_labels={len(labels)} cannot be converted: a span reader "
+                         f"scores 2 things per token (start, end)")
     with torch.device("meta"):  # skip the random initialisation that the copies overwrite
         cls = ours[type(hf_model)]
         model = cls(config) if cls in (BertForPreTraining, BertForQuestionAnswering) else cls(config, labels)
@@ -298,17 +328,37 @@ def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, pat
     return path
 
 
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load report and progress bar: loading an encoder out of a pre-training checkpoint
+    leaves its heads' weights unused by design, and `load_encoder` reports what is new."""
+    verbosity, bar = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+        if bar:
+            transformers.logging.enable_progress_bar()
+
+
 def load_hf_encoder(name_or_path: str | os.PathLike
                     ) -> tuple[BertConfig, dict[str, torch.Tensor], tokenizers.Tokenizer]:
     """The encoder of an HF BERT checkpoint (a hub id such as `google/bert_uncased_L-4_H-256_A-4`, or a local
-    folder): its `BertConfig`, its weights under bertlib's names (`bert.*`, for a head's `load_encoder`) and its
-    tokenizer. Its special tokens keep their own ids (Google's vocabulary puts `[CLS]` at 101, not at 2)."""
-    hf_model = transformers.BertModel.from_pretrained(name_or_path)
+    folder laid out as on the hub): its `BertConfig`, its weights under bertlib's names (`bert.*`, for a head's
+    `load_encoder`) and its tokenizer. Its special tokens keep their own ids (Google's vocabulary puts `[CLS]`
+    at 101, not at 2).
+
+    The classes are BERT's own rather than the `Auto*` ones: Google's small BERTs carry a `config.json` that
+    predates `model_type` and only a `vocab.txt`, which `AutoTokenizer` of transformers 5 cannot place."""
+    with _quiet_transformers():
+        hf_model = transformers.BertModel.from_pretrained(name_or_path)
+        hf_tokenizer = transformers.BertTokenizer.from_pretrained(name_or_path)
     config = from_hf_config(hf_model.config)
     hf_state = hf_model.state_dict()
     with torch.device("meta"):
         names = [key for key in BertForPreTraining(config).state_dict() if key.startswith("bert.")]
     state = {key: hf_state[hf_name(key).removeprefix("bert.")].clone() for key in names
              if hf_name(key).removeprefix("bert.") in hf_state}
-    tokenizer = transformers.AutoTokenizer.from_pretrained(name_or_path).backend_tokenizer
-    return config, state, tokenizers.Tokenizer.from_str(tokenizer.to_str())
+    return config, state, tokenizers.Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())
