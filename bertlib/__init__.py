@@ -3,18 +3,21 @@
 Modules:
 
 - `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
+- `bertlib.checkpoints`: Checkpoints of a run: the weights and the training state of one step, written atomically with a SHA-256 checksum of each file, rotated so that a kill never leaves a listed, broken one, and read back checked.
+- `bertlib.checks`: Checks of settings, each raising a one-line ValueError that names the setting, its value and what is allowed.
 - `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
+- `bertlib.devices`: Where tensors live and how they are computed: the device, mixed precision, moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
 - `bertlib.distil`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
 - `bertlib.electra`: ELECTRA (Clark et al. 2020): a small masked-LM generator fills the masked positions with tokens sampled from its own predictions, and a discriminator (`BertModel` plus a per-token binary head) learns which tokens were replaced, so that every token, not only the masked 15-30%, teaches the encoder. The two share their embeddings.
 - `bertlib.electra_evaluate`: The scores of an ELECTRA model: how well its discriminator tells replaced tokens from original ones (replaced-token detection accuracy, with the share of replaced tokens that a guess of "original" everywhere would score against), and its generator's masked-LM scores, on the statically masked validation or test split.
 - `bertlib.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.trainer.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
 - `bertlib.finetune_data`: Fine-tuning features: task examples turned into what a head reads and back. A sentence or a pair becomes `[CLS] a [SEP] b [SEP]` with its class; a tagged sentence gets its word's tag on the first piece of each word and -100 on the others; a SQuAD question and a long paragraph become overlapping windows, each with the answer's first and last token (or `[CLS]` when the window does not hold the whole answer). `best_spans` goes the other way: it searches every window of a question for the best span and maps it back to characters.
 - `bertlib.heads`: Fine-tuning heads on `BertModel`, named and shaped as HF `transformers`' so that weights convert both ways: `BertForSequenceClassification` (one sentence or a pair; the pooled `[CLS]`, or the mean of the tokens), `BertForTokenClassification` (a label for every token) and `BertForQuestionAnswering` (the start and end of an answer span). Each keeps its task's label names, and loads the encoder of a pre-trained model with `load_encoder`, which says which weights are new.
-- `bertlib.helpers`: Generic helpers that every layer of bertlib may use: quick mode, the local data folder, files written atomically, argument checks, the label that losses ignore, devices and mixed precision, and eval mode.
 - `bertlib.interop`: Conversion between bertlib's BERT and HF `transformers`' BERT (weights, configs, tokenizer, saved directory): the pre-training model and every fine-tuning head, both ways, ELECTRA's discriminator as HF's, and the encoder of any HF BERT checkpoint (a hub id or a folder) for fine-tuning with bertlib.
+- `bertlib.model_factory`: The model of a run: which class a run's settings train (BERT's pre-training model, ELECTRA's, a task's head) built fresh, or loaded from a checkpoint with its tokenizer for evaluation, prediction and export.
 - `bertlib.packed_data`: RoBERTa's pre-training data: no sentence pairs and no NSP, just the corpus as one stream of tokens (documents joined by `[SEP]`) cut into full-length sequences, `[CLS] ... [SEP]`, masked afresh every epoch. Every sequence is as long as allowed, so a batch has no padding at all.
 - `bertlib.pretrain`: The pre-training recipe: BERT's MLM + NSP objective (and RoBERTa's and ELECTRA's) for the training loop of `bertlib.trainer`, `train` on a ready dataset, `pretrain` from a name to a trained run folder on WikiText-2, and the course model's settings.
-- `bertlib.runs`: Run folders on disk: the configuration, the tokenizer, `metrics.jsonl`, the loss curve and the checkpoints of a training run, written so that a crash never leaves a broken file, and read back with clear errors.
+- `bertlib.runs`: Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a crash never leaves a broken file, and read back with clear errors. The checkpoints inside are `bertlib.checkpoints`'.
 - `bertlib.task_examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
 - `bertlib.task_metrics`: The scores of the fine-tuning tasks: accuracy (SST-2, RTE), entity-level precision, recall and F1 (CoNLL-2003, with `seqeval`) and SQuAD v1.1's exact match and F1 with the official answer normalisation.
 - `bertlib.task_sources`: Where the fine-tuning tasks' examples come from: the original files in the local data folder (GLUE TSV, CoNLL columns, the SQuAD JSON, split by article offline) and the HuggingFace hub's datasets, each turned into the examples of `bertlib.task_examples` with one-line errors that name the file and row.
@@ -37,7 +40,7 @@ _PUBLIC = {
     "train_tokenizer": "tokenizer", "train_wikitext_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
     "save_tokenizer": "tokenizer",
     "PretrainingDataset": "pretraining_data", "pretraining_dataloader": "pretraining_data",
-    "load_run": "runs", "load_model": "runs", "RunError": "runs",
+    "load_run": "runs", "load_model": "model_factory", "RunError": "runs",
     "fit": "trainer",
     "pretrain": "pretrain", "course_configs": "pretrain", "finetune": "finetune", "predict": "finetune",
     "distil": "distil",
@@ -45,7 +48,7 @@ _PUBLIC = {
     "evaluate_electra_run": "electra_evaluate",
     "to_transformers": "interop", "from_transformers": "interop", "save_pretrained_hf": "interop",
     "load_hf_encoder": "interop", "load_task": "tasks",
-    "quick_mode": "helpers",
+    "quick_mode": "environment",
 }
 __all__ = ["__version__", *_PUBLIC]
 

@@ -203,6 +203,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'bertlib.viz.plot_attention': ('attention_maps.html#plot_attention', 'bertlib/viz.py'),
                              'bertlib.viz.plot_attention_grid': ('attention_maps.html#plot_attention_grid', 'bertlib/viz.py'),
                              'bertlib.viz.plot_head_view': ('attention_maps.html#plot_head_view', 'bertlib/viz.py'),
+                             'bertlib.viz.plot_metrics': ('attention_maps.html#plot_metrics', 'bertlib/viz.py'),
+                             'bertlib.viz.save_figure': ('attention_maps.html#save_figure', 'bertlib/viz.py'),
                              'bertlib.viz.segment_starts': ('attention_maps.html#segment_starts', 'bertlib/viz.py'),
                              'bertlib.viz.select_attention': ('attention_maps.html#select_attention', 'bertlib/viz.py'),
                              'bertlib.viz.stack_attentions': ('attention_maps.html#stack_attentions', 'bertlib/viz.py'),

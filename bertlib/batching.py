@@ -4,15 +4,20 @@ of the way in, the one `DataLoader` factory, and how much padding a batching was
 Written by hand (pre-training and fine-tuning both use it); notebook 06 presents it.
 """
 
-__all__ = ["padded_length", "LengthGroupedSampler", "set_epoch", "make_loader", "padding_waste"]
+__all__ = ["child_seed", "padded_length", "LengthGroupedSampler", "set_epoch", "make_loader", "padding_waste"]
 
+import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from .helpers import child_seed
+
+def child_seed(*parts: int) -> int:
+    "A 63-bit seed from integers (a seed, an epoch, an index, ...); neighbouring inputs give unrelated seeds."
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 def padded_length(longest: int, pad_to_multiple_of: int | None) -> int:

@@ -12,9 +12,11 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
+from .checkpoints import checkpoints
 from .config import PRESETS, BertConfig
 from .data import SPLITS, WIKITEXT_CONFIGS, corpus_stats, load_wikitext2, wikitext_paragraphs
-from .runs import RECIPES, RunError, checkpoints, load_model, load_run, read_metrics
+from .model_factory import load_model
+from .runs import RECIPES, RunError, load_run, read_metrics
 from .task_examples import TASK_NAMES, TASKS
 from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
 from .train_config import DistilConfig, FinetuneConfig, PretrainConfig

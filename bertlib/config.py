@@ -3,29 +3,23 @@
 Written by hand (nbdev cannot export one notebook to two new modules); notebook 02 presents it.
 """
 
-__all__ = ["ACTIVATIONS", "NORM_STYLES", "POSITION_EMBEDDING_TYPES", "PRESETS", "BertConfig"]
+__all__ = ["ACTIVATIONS", "NORM_STYLES", "POSITION_EMBEDDING_TYPES", "POOLINGS", "PRESETS", "BertConfig"]
 
 import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
-from torch import nn
+from .checks import check_choice, check_positive_ints
+from .files import atomic_write
 
-from .helpers import atomic_write, check_choice
-
-# One table serves validation and construction: the names are HF's `hidden_act` values.
-ACTIVATIONS: dict[str, type[nn.Module] | partial] = {
-    "gelu": nn.GELU,  # exact (erf) GELU, as in BERT
-    "gelu_pytorch_tanh": partial(nn.GELU, approximate="tanh"),
-    "relu": nn.ReLU,
-    "silu": nn.SiLU,
-}
+# HF's `hidden_act` names; `bertlib.encoder.ACTIVATION_MODULES` maps each to its module ("gelu" is BERT's exact GELU)
+ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu", "silu")
 NORM_STYLES = ("post", "pre")
 POSITION_EMBEDDING_TYPES = ("absolute", "rope")
+POOLINGS = ("cls", "mean")  # what a sequence classifier reads (`bertlib.heads`)
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
     "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),
@@ -55,7 +49,7 @@ class BertConfig:
     num_attention_heads: int = field(default=4, metadata={"help": "attention heads per layer"})
     intermediate_size: int = field(default=1024, metadata={"help": "width of the feed-forward network"})
     hidden_act: str = field(default="gelu", metadata={"help": "activation of the feed-forward network",
-                                                      "choices": tuple(ACTIVATIONS)})
+                                                      "choices": ACTIVATIONS})
     hidden_dropout_prob: float = field(default=0.1, metadata={"help": "dropout on embeddings and sub-layer outputs"})
     attention_probs_dropout_prob: float = field(default=0.1, metadata={"help": "dropout on attention probabilities"})
     max_position_embeddings: int = field(default=512, metadata={"help": "longest input, in tokens"})
@@ -77,10 +71,10 @@ class BertConfig:
                                                                 "(ALBERT's cross-layer sharing)"})
 
     def __post_init__(self) -> None:
-        for name in _POSITIVE_INTS:
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"BertConfig.{name}={value!r} is not valid; it must be a positive integer")
+        for name in _POSITIVE_INTS:  # None is no size
+            if getattr(self, name) is None:
+                raise ValueError(f"BertConfig.{name}=None is not valid; it must be a positive integer")
+        check_positive_ints(self, _POSITIVE_INTS)
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"BertConfig.hidden_size={self.hidden_size} is not valid; it must be a multiple of "
                              f"num_attention_heads={self.num_attention_heads}")
@@ -99,7 +93,7 @@ class BertConfig:
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"BertConfig.pad_token_id={self.pad_token_id!r} is not valid; it must be in "
                              f"[0, vocab_size={self.vocab_size})")
-        check_choice("BertConfig.hidden_act", self.hidden_act, tuple(ACTIVATIONS))
+        check_choice("BertConfig.hidden_act", self.hidden_act, ACTIVATIONS)
         check_choice("BertConfig.norm_style", self.norm_style, NORM_STYLES)
         check_choice("BertConfig.position_embedding_type", self.position_embedding_type, POSITION_EMBEDDING_TYPES)
         if self.position_embedding_type == "rope" and self.head_size % 2:

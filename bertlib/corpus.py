@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from .data import wikitext_documents
-from .helpers import atomic_write
+from .files import atomic_write
 
 CACHE_DIR_ENV = "BERTLIB_CACHE_DIR"
 CORPUS_CACHE_FORMAT = 1  # bump when the cached arrays change meaning, so old files are ignored

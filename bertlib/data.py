@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from .helpers import DATA_DIR_ENV, check_choice, resolve_data_dir
+from .checks import check_choice
+from .environment import DATA_DIR_ENV, resolve_data_dir
 
 HUB_DATASET = "Salesforce/wikitext"
 WIKITEXT_CONFIGS = ("wikitext-2-v1", "wikitext-2-raw-v1")

@@ -20,11 +20,12 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
 
+from .checks import check_choice
 from .evaluate import validation_metrics
-from .helpers import IGNORE_INDEX, check_choice
-from .model import BertForPreTraining
+from .model import IGNORE_INDEX, BertForPreTraining
+from .model_factory import load_model
 from .pretrain import MaskedLM, check_settings, freeze_nsp, pretraining_data
-from .runs import RunError, check_new_run, create_run, load_model, load_run, resumed_config, write_run_config
+from .runs import RunError, check_new_run, create_run, load_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
 from .trainer import fit, init_distributed, world

@@ -15,10 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ACTIVATIONS, BertConfig
-from .encoder import init_bert_weights
-from .helpers import IGNORE_INDEX
-from .model import BertForPreTraining, BertModel
+from .config import BertConfig
+from .encoder import ACTIVATION_MODULES, init_bert_weights
+from .model import IGNORE_INDEX, BertForPreTraining, BertModel
 
 # the modules of `BertEmbeddings` that generator and discriminator share; each keeps its own projection
 SHARED_EMBEDDINGS = ("word_embeddings", "position_embeddings", "token_type_embeddings", "layer_norm")
@@ -61,7 +60,7 @@ class RTDHead(nn.Module):
     def __init__(self, config: BertConfig):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
-        self.activation = ACTIVATIONS[config.hidden_act]()
+        self.activation = ACTIVATION_MODULES[config.hidden_act]()
         self.prediction = nn.Linear(config.hidden_size, 1)
 
     def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .config import BertConfig
-from .helpers import free_to_read
+from .devices import free_to_read
 
 
 def check_index_range(name: str, values: torch.Tensor, size: int, meaning: str,

@@ -15,11 +15,13 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from .checkpoints import latest_checkpoint
 from .corpus import wikitext_corpus
-from .helpers import IGNORE_INDEX, autocast, eval_mode, resolve_device, to_device
-from .model import BertForPreTraining
+from .devices import autocast, eval_mode, resolve_device, to_device
+from .model import IGNORE_INDEX, BertForPreTraining
+from .model_factory import model_from_checkpoint
 from .pretraining_data import evaluation_loader
-from .runs import latest_checkpoint, load_run, model_from_checkpoint
+from .runs import load_run
 from .tokenizer import MASK
 
 METRICS = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "mlm_top5_accuracy", "nsp_loss", "nsp_accuracy")

@@ -22,24 +22,14 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .batching import make_loader
+from .checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
 from .config import BertConfig
+from .devices import autocast, eval_mode, to_device
 from .finetune_data import TaskCollator, TaskFeatures, best_spans, encode_task, word_predictions
-from .helpers import IGNORE_INDEX, autocast, eval_mode, to_device
 from .interop import load_hf_encoder
-from .runs import (
-    RunError,
-    best_checkpoint,
-    build_model,
-    check_new_run,
-    check_vocabulary,
-    checkpoints,
-    create_run,
-    load_model,
-    load_training_state,
-    resumed_config,
-    save_checkpoint,
-    write_run_config,
-)
+from .model import IGNORE_INDEX
+from .model_factory import build_model, load_model
+from .runs import RunError, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice

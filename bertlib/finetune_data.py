@@ -24,7 +24,7 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from .batching import padded_length
-from .helpers import IGNORE_INDEX
+from .model import IGNORE_INDEX
 from .task_examples import TASKS, ClassificationExample, Example, SquadExample, TaggedSentence
 from .tokenizer import CLS, SEP
 

@@ -7,7 +7,7 @@ answer span). Each keeps its task's label names, and loads the encoder of a pre-
 Written by hand; the fine-tuning notebooks present it.
 """
 
-__all__ = ["POOLINGS", "TaskModelOutput", "BertForSequenceClassification", "BertForTokenClassification",
+__all__ = ["TaskModelOutput", "BertForSequenceClassification", "BertForTokenClassification",
            "BertForQuestionAnswering", "HEADS"]
 
 from collections.abc import Mapping, Sequence
@@ -18,12 +18,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig
+from .checks import check_choice
+from .config import POOLINGS, BertConfig
 from .encoder import init_bert_weights
-from .helpers import IGNORE_INDEX, check_choice
-from .model import BertModel, BertModelOutput
-
-POOLINGS = ("cls", "mean")
+from .model import IGNORE_INDEX, BertModel, BertModelOutput
 
 
 @dataclass

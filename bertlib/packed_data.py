@@ -16,8 +16,8 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import Dataset
 
+from .batching import child_seed
 from .corpus import TokenizedCorpus
-from .helpers import child_seed
 from .pretraining_data import continuation_table, mask_tokens
 from .tokenizer import CLS, MASK, PAD, SEP, SPECIAL_TOKENS
 

@@ -23,15 +23,16 @@ from torch import nn
 
 from .config import BertConfig
 from .corpus import wikitext_corpus
+from .devices import resolve_device
 from .electra import ElectraForPreTraining
 from .electra_evaluate import rtd_metrics
 from .evaluate import validation_metrics
 from .finetune_data import TaskCollator
-from .helpers import IGNORE_INDEX, resolve_device
-from .model import BertForPreTraining, head_index
+from .model import IGNORE_INDEX, BertForPreTraining, head_index
+from .model_factory import build_model
 from .packed_data import PackedDataset
 from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
-from .runs import build_model, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
+from .runs import check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig, TrainConfig
 from .trainer import fit, init_distributed, world

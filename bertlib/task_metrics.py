@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .helpers import check_choice
+from .checks import check_choice
 from .tasks import TASK_NAMES, TASKS, ClassificationExample, SquadExample, TaggedSentence
 
 NER_MODES = ("conlleval", "strict")

@@ -14,7 +14,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from .helpers import DATA_DIR_ENV
+from .environment import DATA_DIR_ENV
 from .task_examples import (
     CONLL_TAGS,
     RTE_LABELS,

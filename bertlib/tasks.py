@@ -36,7 +36,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .helpers import check_choice, resolve_data_dir
+from .checks import check_choice
+from .environment import resolve_data_dir
 from .task_examples import (
     CONLL_TAGS,
     ENTITY_TYPES,

@@ -6,19 +6,17 @@ field's metadata holds its command-line help, so a new option is one edit here.
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "SOFT_TARGETS", "parse_duration", "TrainConfig",
+__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "Pairing", "SOFT_TARGETS", "parse_duration", "TrainConfig",
            "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
 
 import dataclasses
-import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Self, get_args
+from typing import Any, Literal, Self, get_args
 
+from .checks import check_choice, check_non_negative, check_positive, check_positive_ints
+from .config import POOLINGS
 from .data import WIKITEXT_CONFIGS
-from .heads import POOLINGS
-from .helpers import check_choice
-from .pretraining_data import Pairing
 from .task_examples import TASK_NAMES
 
 SCHEDULES = ("linear", "cosine", "constant")
@@ -26,6 +24,7 @@ ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
 SOFT_TARGETS = ("all", "masked")
 OBJECTIVES = ("mlm_nsp", "mlm", "electra")
+Pairing = Literal["segments", "sentences", "sop"]  # how NSP pairs are made (`bertlib.pretraining_data`)
 
 
 def _option(default: Any, help: str, **metadata: Any) -> Any:
@@ -38,31 +37,6 @@ def parse_duration(text: str) -> float:
     if not match or not float(match[1]) > 0:
         raise ValueError(f"{text!r} is not a duration; write it like 90s, 20m or 1.5h")
     return float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
-
-
-def _check_positive_ints(config: Any, keys: tuple[str, ...]) -> None:
-    "Raise a ValueError naming the first of `keys` that is set but not a positive integer."
-    for key in keys:
-        value = getattr(config, key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive integer")
-
-
-def _check_positive(config: Any, keys: tuple[str, ...]) -> None:
-    "Raise a ValueError naming the first of `keys` that is set but not a positive, finite number."
-    for key in keys:
-        value = getattr(config, key)
-        if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be a positive, finite "
-                             f"number")
-
-
-def _check_non_negative(config: Any, keys: tuple[str, ...]) -> None:
-    "Raise a ValueError naming the first of `keys` that is not a finite number of 0 or more."
-    for key in keys:
-        value = getattr(config, key)
-        if not (value >= 0 and math.isfinite(value)):
-            raise ValueError(f"{type(config).__name__}.{key}={value!r} is not valid; it must be 0 or more")
 
 
 @dataclass
@@ -102,10 +76,10 @@ class TrainConfig:
         if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
             # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretrain`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
-        _check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
+        check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
                                     "save_every", "keep_checkpoints", "eval_batches"))
-        _check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
-        _check_non_negative(self, ("weight_decay",))
+        check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
+        check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
             raise ValueError(f"{name}.num_workers={self.num_workers!r} is not valid; it must be 0 or more")
         if self.batch_size % self.grad_accum:
@@ -177,7 +151,7 @@ class PretrainConfig(PretrainDataConfig):
         check_choice("PretrainConfig.objective", self.objective, OBJECTIVES)
         if not 0 < self.generator_size <= 1:
             raise ValueError(f"PretrainConfig.generator_size={self.generator_size} is not valid; it must be in (0, 1]")
-        _check_non_negative(self, ("rtd_weight",))
+        check_non_negative(self, ("rtd_weight",))
 
 
 @dataclass
@@ -202,10 +176,10 @@ class DistilConfig(PretrainDataConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_positive_ints(self, ("student_layers",))
-        _check_positive(self, ("temperature",))
+        check_positive_ints(self, ("student_layers",))
+        check_positive(self, ("temperature",))
         check_choice("DistilConfig.soft_targets", self.soft_targets, SOFT_TARGETS)
-        _check_non_negative(self, ("alpha_ce", "alpha_mlm", "alpha_cos"))
+        check_non_negative(self, ("alpha_ce", "alpha_mlm", "alpha_cos"))
         if not self.alpha_ce + self.alpha_mlm + self.alpha_cos > 0:
             raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")
 
@@ -240,4 +214,4 @@ class FinetuneConfig(TrainConfig):
         check_choice("FinetuneConfig.task", self.task, TASK_NAMES)
         check_choice("FinetuneConfig.init", self.init, INITS)
         check_choice("FinetuneConfig.pooling", self.pooling, POOLINGS)
-        _check_positive_ints(self, ("train_examples", "eval_examples", "doc_stride", "max_query_len", "max_answer_len"))
+        check_positive_ints(self, ("train_examples", "eval_examples", "doc_stride", "max_query_len", "max_answer_len"))

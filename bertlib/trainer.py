@@ -27,8 +27,11 @@ from tqdm.auto import tqdm
 
 from . import runs
 from .batching import make_loader, set_epoch
-from .helpers import autocast, check_choice, resolve_device, to_device
+from .checkpoints import checkpoints, load_checkpoint, save_checkpoint
+from .checks import check_choice
+from .devices import autocast, resolve_device, to_device
 from .train_config import SCHEDULES, TrainConfig
+from .viz import plot_metrics, save_figure
 
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-6  # BERT's values
 
@@ -213,9 +216,9 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
     loss_sums = torch.zeros(parts, dtype=torch.float64, device=device)
     window = [0] * (parts + 1)  # items of each part, then tokens
     step, position, records = 0, DataPosition(), []
-    found = runs.checkpoints(run_dir) if resume and run_dir is not None else []
+    found = checkpoints(run_dir) if resume and run_dir is not None else []
     if found:
-        state = runs.load_checkpoint(found[-1], model)
+        state = load_checkpoint(found[-1], model)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         step, position = state["step"], DataPosition(**state["data_position"])
@@ -255,8 +258,8 @@ def fit(model: nn.Module, dataset: Dataset, objective: Objective, cfg: TrainConf
             state = {"step": step, "total_steps": steps, "data_position": asdict(position),
                      "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                      "loss_sums": loss_sums.cpu(), "window": window}
-            runs.save_checkpoint(run_dir, model, state, step, cfg.keep_checkpoints)
-            runs.save_figure(runs.plot_metrics(records, run_dir.name), run_dir / "loss_curve.png")
+            save_checkpoint(run_dir, model, state, step, cfg.keep_checkpoints)
+            save_figure(plot_metrics(records, run_dir.name), run_dir / "loss_curve.png")
         if world_size > 1:
             dist.barrier()
 

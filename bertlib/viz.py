@@ -3,11 +3,12 @@
 # %% auto #0
 __all__ = ['CMAP', 'HEAD_VIEW_STYLE', 'PATTERNS', 'AttentionMaps', 'stack_attentions', 'attention_maps', 'select_attention',
            'segment_starts', 'plot_attention', 'plot_attention_grid', 'figure_png', 'thumbnail_png', 'head_view_lines',
-           'head_view_svg', 'plot_head_view', 'head_entropy', 'head_scores']
+           'head_view_svg', 'plot_head_view', 'head_entropy', 'head_scores', 'plot_metrics', 'save_figure']
 
 # %% ../notebooks/09_attention_maps.ipynb #c004
 import io
 import math
+import os
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,7 +23,8 @@ from matplotlib.figure import Figure
 from tokenizers import Tokenizer
 from torch import nn
 
-from .helpers import eval_mode
+from .devices import eval_mode
+from .files import atomic_write
 from .tokenizer import CLS, SEP
 
 
@@ -302,3 +304,35 @@ def head_scores(maps: AttentionMaps | Sequence[AttentionMaps]) -> dict[str, torc
             sums[name] = sums[name] + (m.attentions * mask).sum((-2, -1))
             counts[name] += int(mask.any(-1).sum())
     return {name: sums[name] / counts[name] if counts[name] else torch.full(shape, math.nan) for name in PATTERNS}
+
+# %% ../notebooks/09_attention_maps.ipynb #c96ea2c4
+def plot_metrics(records: list[dict], title: str = "") -> Figure:
+    """Training and validation losses against the step (every `*_loss` key), and the validation scores
+    (every `*accuracy` key but top-5, F1 and exact match) beside them."""
+    fig = Figure(figsize=(9, 3.2))
+    loss_ax, acc_ax = fig.subplots(1, 2)
+    train = [r for r in records if "loss" in r]
+    valid = [r for r in records if r.get("split") == "validation"]
+    for key in sorted({k for r in train for k in r if k.endswith("_loss")}):
+        loss_ax.plot([r["step"] for r in train], [r[key] for r in train], label=f"train {key[:-5].upper()}")
+    for key in sorted({k for r in valid for k in r if k.endswith("_loss")}):
+        loss_ax.plot([r["step"] for r in valid], [r[key] for r in valid], "o-", label=f"validation {key[:-5].upper()}")
+    scores = {k for r in valid for k in r if (k.endswith("accuracy") and "top5" not in k) or k in ("f1", "exact_match")}
+    for key in sorted(scores):
+        acc_ax.plot([r["step"] for r in valid], [r[key] for r in valid], "o-", label=key.replace("_", " "))
+    if any("nsp_accuracy" in r for r in valid):
+        acc_ax.axhline(0.5, color="gray", ls=":", label="NSP chance")
+    loss_ax.set(xlabel="step", ylabel="loss", title=title or "losses")
+    acc_ax.set(xlabel="step", ylabel="score", title="validation scores", ylim=(0.0, 1.0))
+    for ax in (loss_ax, acc_ax):
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def save_figure(fig: Figure, path: str | os.PathLike) -> None:
+    "Save a figure as PNG, atomically."
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    atomic_write(path, buffer.getvalue())

@@ -24,7 +24,8 @@ except ImportError as err:  # an optional dependency: say how to get it
     raise ImportError("bertlib.widget needs ipywidgets, which comes with the notebooks extra: "
                       "pip install 'bertlib[notebooks]' (or pip install ipywidgets)") from err
 
-from .helpers import atomic_write, check_choice
+from .checks import check_choice
+from .files import atomic_write
 from .viz import (
     attention_maps,
     figure_png,

@@ -17,8 +17,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.report import update_readme  # noqa: E402
+from bertlib.checkpoints import checkpoints  # noqa: E402
 from bertlib.evaluate import evaluate_run  # noqa: E402
-from bertlib.runs import checkpoints, load_run, read_metrics  # noqa: E402
+from bertlib.runs import load_run, read_metrics  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "models" / "course-mini"

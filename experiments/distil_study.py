@@ -29,12 +29,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.report import update_readme  # noqa: E402
+from bertlib.devices import eval_mode  # noqa: E402
 from bertlib.distil import distil, teacher_layers  # noqa: E402
+from bertlib.environment import machine  # noqa: E402
 from bertlib.evaluate import evaluate_run  # noqa: E402
 from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
-from bertlib.helpers import eval_mode, machine  # noqa: E402
+from bertlib.model_factory import load_model  # noqa: E402
 from bertlib.pretraining_data import evaluation_loader  # noqa: E402
-from bertlib.runs import load_model, load_run  # noqa: E402
+from bertlib.runs import load_run  # noqa: E402
 from bertlib.train_config import DistilConfig, FinetuneConfig  # noqa: E402
 
 HERE = ROOT / "experiments" / "distil_study"

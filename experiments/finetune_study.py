@@ -25,8 +25,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import update_readme  # noqa: E402
+from bertlib.environment import machine  # noqa: E402
 from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
-from bertlib.helpers import machine  # noqa: E402
 from bertlib.train_config import FinetuneConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -48,8 +48,9 @@ from benchmarks.report import update_readme  # noqa: E402
 from bertlib.batching import make_loader  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
 from bertlib.corpus import wikitext_corpus  # noqa: E402
+from bertlib.devices import eval_mode  # noqa: E402
+from bertlib.environment import machine  # noqa: E402
 from bertlib.evaluate import unigram_baseline, validation_metrics  # noqa: E402
-from bertlib.helpers import eval_mode, machine  # noqa: E402
 from bertlib.model import BertForPreTraining  # noqa: E402
 from bertlib.pretrain import MaskedLMAndNSP, train  # noqa: E402
 from bertlib.pretraining_data import PretrainingDataset, evaluation_loader  # noqa: E402

@@ -14,7 +14,7 @@ import pytest
 
 from bertlib.corpus import wikitext_corpus
 from bertlib.data import load_wikitext2
-from bertlib.helpers import resolve_data_dir
+from bertlib.environment import resolve_data_dir
 from bertlib.tokenizer import save_tokenizer, train_wikitext_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]

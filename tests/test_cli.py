@@ -97,7 +97,7 @@ def test_fill_mask_and_export_hf_load_in_transformers(run, tmp_path, capsys):
 
 def fill_mask_top(run, text):
     from bertlib.evaluate import fill_mask
-    from bertlib.runs import load_model
+    from bertlib.model_factory import load_model
     model, tokenizer = load_model(run)
     return fill_mask(model, tokenizer, text)[0][0][0]
 

@@ -15,7 +15,8 @@ from bertlib.data import (
     split_sentences,
     wikitext_documents,
 )
-from bertlib.helpers import atomic_write, quick_mode
+from bertlib.environment import quick_mode
+from bertlib.files import atomic_write
 
 
 def _write_split(root, config, split, rows):

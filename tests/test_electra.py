@@ -11,14 +11,14 @@ from safetensors import safe_open
 from tokenizers import Tokenizer
 
 from bertlib import interop
+from bertlib.checkpoints import load_weights, save_checkpoint
 from bertlib.cli import main
 from bertlib.electra import ElectraForPreTraining, generator_config, replace_tokens
 from bertlib.electra_evaluate import rtd_metrics
 from bertlib.heads import BertForSequenceClassification
-from bertlib.helpers import IGNORE_INDEX
+from bertlib.model import IGNORE_INDEX
 from bertlib.packed_data import PackedDataset
 from bertlib.pretrain import train
-from bertlib.runs import load_weights, save_checkpoint
 from bertlib.train_config import PretrainConfig
 
 

@@ -11,6 +11,7 @@ import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
 from bertlib import interop
+from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state
 from bertlib.cli import main
 from bertlib.finetune import TaskObjective, finetune, predict
 from bertlib.finetune_data import (
@@ -24,9 +25,9 @@ from bertlib.finetune_data import (
     word_predictions,
 )
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
-from bertlib.helpers import IGNORE_INDEX
-from bertlib.model import BertForPreTraining
-from bertlib.runs import best_checkpoint, checkpoints, load_model, load_run, load_training_state, read_metrics
+from bertlib.model import IGNORE_INDEX, BertForPreTraining
+from bertlib.model_factory import load_model
+from bertlib.runs import load_run, read_metrics
 from bertlib.task_examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
 from bertlib.tokenizer import add_bert_post_processor
 from bertlib.train_config import FinetuneConfig

@@ -7,8 +7,7 @@ from bert_testing import make_batch, small_config, wordpiece_tokenizer
 
 from bertlib import interop
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.helpers import IGNORE_INDEX
-from bertlib.model import BertForPreTraining
+from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.tokenizer import add_bert_post_processor
 
 LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")

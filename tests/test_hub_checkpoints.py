@@ -11,7 +11,7 @@ from hub_layouts import GOOGLE_SPECIALS, LAYOUTS, SIZES, google_vocab
 from bertlib import interop
 from bertlib.cli import main
 from bertlib.config import BertConfig
-from bertlib.runs import load_model
+from bertlib.model_factory import load_model
 
 LABELS = 3
 

@@ -9,8 +9,7 @@ import torch
 from bert_testing import spawn_group, wordpiece_tokenizer
 
 from bertlib.config import BertConfig
-from bertlib.helpers import IGNORE_INDEX
-from bertlib.model import BertForPreTraining, head_index
+from bertlib.model import IGNORE_INDEX, BertForPreTraining, head_index
 from bertlib.packed_data import PackedDataset
 from bertlib.pretrain import MaskedLM, MaskedLMAndNSP, pretrain, train
 from bertlib.pretraining_data import PretrainingDataset, create_nsp_examples

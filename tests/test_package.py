@@ -11,12 +11,16 @@ import bertlib
 ROOT = Path(__file__).resolve().parents[1]
 # bottom to top; a module may import only modules on its own floor or below (see CONTRIBUTING.md)
 FLOORS = [
-    ["helpers"],
-    ["data", "tokenizer", "corpus", "batching", "task_examples", "task_sources", "tasks"],
-    ["config", "embeddings", "attention", "encoder"],
+    ["files", "checks", "environment", "devices"],
+    ["data", "task_examples", "config", "train_config"],
+    ["tokenizer", "corpus", "batching", "task_sources", "tasks"],
+    ["embeddings", "attention", "encoder"],
     ["model", "heads", "electra", "interop"],
     ["pretraining_data", "finetune_data", "packed_data"],
-    ["train_config", "runs", "evaluate", "electra_evaluate", "viz", "widget", "task_metrics"],
+    ["runs"],
+    ["checkpoints", "viz", "widget", "task_metrics"],
+    ["model_factory"],
+    ["evaluate", "electra_evaluate"],
     ["trainer"],
     ["pretrain", "finetune", "distil"],
     ["cli", "__main__"],

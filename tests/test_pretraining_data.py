@@ -16,7 +16,7 @@ from torch.utils.data import DistributedSampler
 from bertlib.batching import LengthGroupedSampler, padding_waste, set_epoch
 from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
-from bertlib.helpers import IGNORE_INDEX
+from bertlib.model import IGNORE_INDEX
 from bertlib.pretraining_data import (
     PretrainingCollator,
     PretrainingDataset,

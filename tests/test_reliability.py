@@ -13,13 +13,15 @@ from pathlib import Path
 import pytest
 import torch
 
+import bertlib.checkpoints as checkpoints_module
 import bertlib.runs as runs_module
+from bertlib.checkpoints import checkpoints, save_checkpoint
 from bertlib.cli import main
 from bertlib.config import BertConfig
 from bertlib.model import BertForPreTraining
 from bertlib.pretrain import train
 from bertlib.pretraining_data import PretrainingDataset
-from bertlib.runs import RunError, checkpoints, read_metrics, save_checkpoint
+from bertlib.runs import RunError, read_metrics
 from bertlib.train_config import TrainConfig
 from bertlib.trainer import NonFiniteLoss
 
@@ -126,13 +128,13 @@ def test_claim_a_kill_while_old_checkpoints_are_deleted_leaves_no_broken_checkpo
             raise KeyboardInterrupt
         real_rmtree(path, *args, **kwargs)
 
-    monkeypatch.setattr(runs_module.shutil, "rmtree", dying_rmtree)
+    monkeypatch.setattr(checkpoints_module.shutil, "rmtree", dying_rmtree)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, model, {"step": 3}, 3, keep=2)
     monkeypatch.undo()
     assert [c.name for c in checkpoints(tmp_path)] == ["step-0000002", "step-0000003"]
     for checkpoint in checkpoints(tmp_path):
-        runs_module.load_checkpoint(checkpoint, model)  # every listed checkpoint is whole
+        checkpoints_module.load_checkpoint(checkpoint, model)  # every listed checkpoint is whole
     save_checkpoint(tmp_path, model, {"step": 4}, 4, keep=2)
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["step-0000003", "step-0000004"]
 
@@ -227,7 +229,7 @@ def test_claim_a_damaged_tensor_file_is_detected_and_weights_alone_suffice(strai
         assert main(args) == 2, args
         assert "model.safetensors does not match its checksum" in one_line_error(capsys)
     with pytest.raises(RunError, match="checksum"):
-        runs_module.load_weights(newest, tiny_model_for(run))
+        checkpoints_module.load_weights(newest, tiny_model_for(run))
 
 
 def tiny_model_for(run: Path) -> BertForPreTraining:
@@ -281,6 +283,6 @@ def test_a_tensor_two_modules_share_is_saved_once_and_loads_shared(tmp_path):
     folder = save_checkpoint(tmp_path, model, {"step": 1}, 1)
     torch.manual_seed(1)
     loaded = tied()
-    runs_module.load_weights(folder, loaded)
+    checkpoints_module.load_weights(folder, loaded)
     assert loaded["decode"].weight is loaded["embed"].weight
     assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())

@@ -11,8 +11,7 @@ from bertlib.attention import rotate
 from bertlib.cli import build_parser
 from bertlib.config import BertConfig
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.helpers import IGNORE_INDEX
-from bertlib.model import BertForPreTraining
+from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.tokenizer import add_bert_post_processor
 
 

@@ -9,7 +9,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-import bertlib.runs as runs_module
+import bertlib.checkpoints as checkpoints_module
+from bertlib.checkpoints import checkpoints, load_checkpoint, save_checkpoint
 from bertlib.config import BertConfig
 from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
@@ -17,7 +18,7 @@ from bertlib.evaluate import validation_metrics
 from bertlib.model import BertForPreTraining
 from bertlib.pretrain import train
 from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
-from bertlib.runs import RunError, checkpoints, load_checkpoint, read_metrics, save_checkpoint
+from bertlib.runs import RunError, read_metrics
 from bertlib.tokenizer import train_tokenizer
 from bertlib.train_config import TrainConfig
 from bertlib.trainer import configure_optimizer, lr_factor
@@ -142,7 +143,7 @@ def test_a_crash_while_writing_a_checkpoint_keeps_the_last_good_one(small, tmp_p
             f.truncate(os.path.getsize(path) // 2)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runs_module.torch, "save", dying_save)
+    monkeypatch.setattr(checkpoints_module.torch, "save", dying_save)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, model, {"step": 2}, 2)
     monkeypatch.undo()

@@ -13,7 +13,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bertlib.runs import checkpoints, read_metrics, write_checksums  # noqa: E402
+from bertlib.checkpoints import checkpoints, write_checksums  # noqa: E402
+from bertlib.runs import read_metrics  # noqa: E402
 
 
 def best_checkpoint(run: Path) -> Path:

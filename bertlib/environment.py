@@ -1,0 +1,37 @@
+"""What the environment asks of bertlib: quick mode, the local data folder, and the machine it runs on.
+
+Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
+"""
+
+__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "quick_mode", "resolve_data_dir", "machine"]
+
+import os
+import platform
+from pathlib import Path
+
+QUICK_ENV = "BERTLIB_QUICK"
+DATA_DIR_ENV = "BERTLIB_DATA_DIR"
+
+
+def quick_mode() -> bool:
+    "True when `BERTLIB_QUICK` asks notebooks and scripts to shrink their data and steps."
+    return os.environ.get(QUICK_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
+    "The local data folder: `data_dir` if given, else `$BERTLIB_DATA_DIR`, else None (use the hub)."
+    chosen = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
+    return None if chosen is None else Path(chosen).expanduser()
+
+
+def machine() -> str:
+    "This machine in a line: CPU model and cores, GPU if any, torch version (notebooks print it with their results)."
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return f"{cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}"

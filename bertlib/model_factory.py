@@ -1,0 +1,57 @@
+"""The model of a run: which class a run's settings train (BERT's pre-training model, ELECTRA's, a task's head)
+built fresh, or loaded from a checkpoint with its tokenizer for evaluation, prediction and export.
+
+Written by hand: production plumbing that notebook 07 uses but does not show in full.
+"""
+
+__all__ = ["build_model", "model_from_checkpoint", "load_model"]
+
+import os
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer
+from torch import nn
+
+from .checkpoints import best_checkpoint, latest_checkpoint, load_weights
+from .config import BertConfig
+from .devices import resolve_device
+from .electra import ElectraForPreTraining
+from .heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
+from .model import BertForPreTraining
+from .runs import RunConfig, load_run
+from .task_examples import TASKS
+from .train_config import FinetuneConfig, PretrainConfig
+
+
+def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
+    """The model a run trains, with fresh weights: `BertForPreTraining` (a distilled student too), for an ELECTRA
+    run `ElectraForPreTraining`, for a fine-tuning run the head of its task (`bertlib.heads.HEADS`) with the
+    task's label names."""
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+        return ElectraForPreTraining(model_config, cfg.generator_size)
+    if not isinstance(cfg, FinetuneConfig):
+        return BertForPreTraining(model_config)
+    task = TASKS[cfg.task]
+    head = HEADS[task.kind]
+    if head is BertForQuestionAnswering:
+        return head(model_config)
+    if head is BertForSequenceClassification:
+        return head(model_config, task.label_names, pooling=cfg.pooling)
+    return head(model_config, task.label_names)
+
+
+def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunConfig | None = None) -> nn.Module:
+    "The model of a run (`build_model`) with the weights of `checkpoint`."
+    model = build_model(model_config, cfg)
+    load_weights(checkpoint, model)
+    return model
+
+
+def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
+    """A run's model in eval mode on `device`, and its tokenizer: the newest checkpoint of a pre-training run
+    (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its task's head)."""
+    model_config, cfg, tokenizer = load_run(run_dir)
+    checkpoint = (isinstance(cfg, FinetuneConfig) and best_checkpoint(run_dir)) or latest_checkpoint(run_dir)
+    model = model_from_checkpoint(model_config, checkpoint, cfg)
+    return model.to(resolve_device(device)).eval(), tokenizer
