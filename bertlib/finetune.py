@@ -25,10 +25,11 @@ from .batching import make_loader
 from .checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
 from .config import BertConfig
 from .devices import autocast, eval_mode, to_device
-from .finetune_data import TaskCollator, TaskFeatures, best_spans, encode_task, word_predictions
+from .finetune_data import TaskFeatures, best_spans, encode_task, word_predictions
 from .interop import load_hf_encoder
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
+from .pretraining_data import PaddingCollator
 from .runs import RunError, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
@@ -47,7 +48,7 @@ class TaskObjective:
     def __init__(self, task: str, pad_token_id: int):
         self.parts = (f"{task}_loss",)
         self.per_token = TASKS[task].kind == "token"
-        self.collate = TaskCollator(pad_token_id)
+        self.collate = PaddingCollator(pad_token_id, pad_to_multiple_of=8)
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
         return (int((batch["labels"] != IGNORE_INDEX).sum()) if self.per_token else len(batch["input_ids"]),)
@@ -88,7 +89,7 @@ def item_outputs(model: nn.Module, features: TaskFeatures, batch_size: int = 64)
     """The head's outputs for every item of `features`, in order, cut to the item's length: class logits
     [labels], token logits [pieces, labels], or (start logits, end logits) [pieces] each."""
     device = next(model.parameters()).device
-    collate = TaskCollator(model.config.pad_token_id)
+    collate = PaddingCollator(model.config.pad_token_id, pad_to_multiple_of=8)
     loader = make_loader(features, batch_size, collate, features.lengths, group_by_length=False, shuffle=False)
     outputs: list[Any] = []
     with eval_mode(model):

@@ -8,7 +8,7 @@ Written by hand; the fine-tuning notebook presents it. Pipeline floor: imports t
 the batching helpers.
 """
 
-__all__ = ["MAX_QUERY_LEN", "DOC_STRIDE", "MAX_ANSWER_LEN", "N_BEST", "TaskFeatures", "TaskCollator",
+__all__ = ["MAX_QUERY_LEN", "DOC_STRIDE", "MAX_ANSWER_LEN", "N_BEST", "TaskFeatures",
            "truncate_pair", "encode_classification", "encode_tagging", "squad_windows", "encode_task",
            "word_predictions", "best_spans"]
 
@@ -18,12 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
-from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
-from .batching import padded_length
 from .model import IGNORE_INDEX
 from .task_examples import TASKS, ClassificationExample, Example, SquadExample, TaggedSentence
 from .tokenizer import CLS, SEP
@@ -50,32 +47,6 @@ class TaskFeatures(Dataset):
 
     def lengths(self) -> list[int]:
         return [len(item["input_ids"]) for item in self.items]
-
-
-@dataclass
-class TaskCollator:
-    """Pads items of `TaskFeatures` into a batch (to the longest, rounded up to `pad_to_multiple_of`): ids with
-    `[PAD]`, segments with 0, per-token labels with -100; per-sequence targets are stacked."""
-
-    pad_token_id: int
-    pad_to_multiple_of: int | None = 8
-
-    def __call__(self, items: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        if not items:
-            raise ValueError("cannot collate an empty batch")
-        lengths = torch.tensor([len(x["input_ids"]) for x in items])
-        width = padded_length(int(lengths.max()), self.pad_to_multiple_of)
-        fills = {"input_ids": self.pad_token_id, "token_type_ids": 0, "labels": IGNORE_INDEX}
-        batch = {}
-        for key in items[0]:
-            values = [x[key] for x in items]
-            if values[0].dim() == 0:
-                batch[key] = torch.stack(values)
-            else:
-                padded = pad_sequence(values, batch_first=True, padding_value=fills[key])
-                batch[key] = F.pad(padded, (0, width - padded.shape[1]), value=fills[key])
-        batch["attention_mask"] = (torch.arange(width) < lengths[:, None]).long()
-        return batch
 
 
 def _ids(tokenizer: Tokenizer, token: str) -> int:

@@ -27,11 +27,10 @@ from .devices import resolve_device
 from .electra import ElectraForPreTraining
 from .electra_evaluate import rtd_metrics
 from .evaluate import validation_metrics
-from .finetune_data import TaskCollator
 from .model import IGNORE_INDEX, BertForPreTraining, head_index
 from .model_factory import build_model
 from .packed_data import PackedDataset
-from .pretraining_data import PretrainingCollator, PretrainingDataset, evaluation_loader
+from .pretraining_data import PaddingCollator, PretrainingDataset, evaluation_loader
 from .runs import check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
 from .tokenizer import PAD_ID, train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig, TrainConfig
@@ -66,7 +65,7 @@ class MaskedLMAndNSP:
 
     def __init__(self, pad_token_id: int = PAD_ID):
         # tensor cores work in tiles of 8
-        self.collate = HeadIndexed(PretrainingCollator(pad_token_id, pad_to_multiple_of=8))
+        self.collate = HeadIndexed(PaddingCollator(pad_token_id, pad_to_multiple_of=8))
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int]:
         "(masked tokens, sequences) of a batch, counted on the CPU."
@@ -86,7 +85,7 @@ class MaskedLM:
     parts = ("mlm_loss",)
 
     def __init__(self, pad_token_id: int = PAD_ID):
-        self.collate = HeadIndexed(TaskCollator(pad_token_id))
+        self.collate = HeadIndexed(PaddingCollator(pad_token_id, pad_to_multiple_of=8))
 
     def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int]:
         return (int((batch["labels"] != IGNORE_INDEX).sum()),)

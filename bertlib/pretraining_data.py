@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['EVAL_SEED', 'build_inputs', 'NSPExample', 'create_nsp_examples', 'mask_tokens', 'continuation_table',
-           'PretrainingDataset', 'PretrainingCollator', 'pretraining_dataloader', 'evaluation_loader']
+           'PretrainingDataset', 'PaddingCollator', 'pretraining_dataloader', 'evaluation_loader']
 
 # %% ../notebooks/06_pretraining_data.ipynb #c008
 import random
@@ -318,8 +318,11 @@ class PretrainingDataset(Dataset):
 
 
 @dataclass
-class PretrainingCollator:
-    "Pads items of `PretrainingDataset` into a batch, to the longest item or up to `pad_to_multiple_of`."
+class PaddingCollator:
+    """Pads items into a batch, to the longest item rounded up to `pad_to_multiple_of`: ids with `[PAD]`, segments
+    with 0, per-token labels with -100, and the attention mask from the lengths; per-sequence values (the NSP
+    label, a class, the ends of an answer span) are stacked. Pre-training and fine-tuning batches both come from it."""
+
     pad_token_id: int = PAD_ID
     pad_to_multiple_of: int | None = None
 
@@ -327,13 +330,19 @@ class PretrainingCollator:
         if not items:
             raise ValueError("cannot collate an empty batch")
         lengths = torch.tensor([len(x["input_ids"]) for x in items])
-        extra = padded_length(int(lengths.max()), self.pad_to_multiple_of) - int(lengths.max())
-        batch = {key: F.pad(pad_sequence([x[key] for x in items], batch_first=True, padding_value=fill),
-                            (0, extra), value=fill)
-                 for key, fill in [("input_ids", self.pad_token_id), ("token_type_ids", 0), ("labels", IGNORE_INDEX)]}
-        width = batch["input_ids"].shape[1]
+        width = padded_length(int(lengths.max()), self.pad_to_multiple_of)
+        fills = {"input_ids": self.pad_token_id, "token_type_ids": 0, "labels": IGNORE_INDEX}
+        batch = {}
+        for key in items[0]:
+            values = [x[key] for x in items]
+            if values[0].dim() == 0:
+                batch[key] = torch.stack(values)
+                continue
+            if key not in fills:
+                raise ValueError(f"no padding value for the per-token tensor {key!r}; padded keys: {', '.join(fills)}")
+            padded = pad_sequence(values, batch_first=True, padding_value=fills[key])
+            batch[key] = F.pad(padded, (0, width - padded.shape[1]), value=fills[key])
         batch["attention_mask"] = (torch.arange(width) < lengths[:, None]).long()
-        batch["next_sentence_label"] = torch.stack([x["next_sentence_label"] for x in items])
         return batch
 
 # %% ../notebooks/06_pretraining_data.ipynb #c027c
@@ -345,7 +354,7 @@ def pretraining_dataloader(dataset: PretrainingDataset, batch_size: int, *, grou
                            num_replicas: int = 1, rank: int = 0, drop_last: bool = False, num_workers: int = 0,
                            pin_memory: bool = False, persistent_workers: bool = False) -> DataLoader:
     "Padded pre-training batches of `dataset`, through `make_loader` (length-grouped, seeded, shardable)."
-    return make_loader(dataset, batch_size, PretrainingCollator(dataset.pad_id, pad_to_multiple_of), dataset.lengths,
+    return make_loader(dataset, batch_size, PaddingCollator(dataset.pad_id, pad_to_multiple_of), dataset.lengths,
                        group_by_length=group_by_length, shuffle=shuffle, seed=seed, num_replicas=num_replicas,
                        rank=rank, drop_last=drop_last, num_workers=num_workers, pin_memory=pin_memory,
                        persistent_workers=persistent_workers)

@@ -15,7 +15,6 @@ from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_stat
 from bertlib.cli import main
 from bertlib.finetune import TaskObjective, finetune, predict
 from bertlib.finetune_data import (
-    TaskCollator,
     best_spans,
     encode_classification,
     encode_tagging,
@@ -27,6 +26,7 @@ from bertlib.finetune_data import (
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.model_factory import load_model
+from bertlib.pretraining_data import PaddingCollator
 from bertlib.runs import load_run, read_metrics
 from bertlib.task_examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
 from bertlib.tokenizer import add_bert_post_processor
@@ -148,7 +148,7 @@ def test_span_search_stitches_windows_and_keeps_to_the_rules():
 def test_collator_pads_each_kind_of_target():
     features = encode_task("conll2003", [TaggedSentence(("EU", "rejects"), ("B-ORG", "O")),
                                          TaggedSentence(("Peter",), ("B-PER",))], wordpiece_tokenizer(), 32)
-    batch = TaskCollator(pad_token_id=0, pad_to_multiple_of=8)([features[0], features[1]])
+    batch = PaddingCollator(pad_token_id=0, pad_to_multiple_of=8)([features[0], features[1]])
     assert batch["input_ids"].shape == (2, 8) and batch["labels"].shape == (2, 8)
     assert (batch["labels"][batch["attention_mask"] == 0] == IGNORE_INDEX).all()
     assert TaskObjective("conll2003", 0).counts(batch) == (3,)  # three labelled words

@@ -18,7 +18,7 @@ from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
 from bertlib.model import IGNORE_INDEX
 from bertlib.pretraining_data import (
-    PretrainingCollator,
+    PaddingCollator,
     PretrainingDataset,
     build_inputs,
     continuation_table,
@@ -188,7 +188,7 @@ def test_edge_cases_do_not_crash_or_hang(tokenizer):
                     examples = create_nsp_examples(documents, max_seq_len, random.Random(seed), pairing=pairing)
                     check_pairs(examples, documents, max_seq_len)
         dataset = PretrainingDataset(corpus, tokenizer, 16, whole_word_mask=True)
-        batch = PretrainingCollator()([dataset[i] for i in range(len(dataset))])
+        batch = PaddingCollator()([dataset[i] for i in range(len(dataset))])
     assert batch["input_ids"].shape == (len(dataset), 16)
 
 
@@ -225,7 +225,7 @@ def test_bad_pair_arguments(kwargs):
 def test_masking_statistics_over_the_train_split(corpus, tokenizer):
     "Over 1.1M tokens through the dataset and collator: 15% picked, 80/10/10, never a special or padding token."
     dataset = PretrainingDataset(corpus, tokenizer, 128, seed=0)
-    collate = PretrainingCollator(pad_to_multiple_of=8)
+    collate = PaddingCollator(pad_to_multiple_of=8)
     picked = candidates = to_mask = to_random = kept = 0
     for start in range(0, 9216, 512):
         indices = range(start, start + 512)
