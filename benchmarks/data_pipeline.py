@@ -22,7 +22,7 @@ from bench_utils import RESULTS_DIR, configure_process, machine_info, median, wr
 from bertlib.batching import make_loader, padding_waste  # noqa: E402
 from bertlib.corpus import encode_corpus  # noqa: E402
 from bertlib.data import wikitext_documents, wikitext_paragraphs  # noqa: E402
-from bertlib.pretrain import MaskedLMAndNSP  # noqa: E402
+from bertlib.objectives import MaskedLMAndNSP  # noqa: E402
 from bertlib.pretraining_data import PretrainingDataset  # noqa: E402
 from bertlib.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer  # noqa: E402
 

@@ -43,7 +43,7 @@ from bertlib.batching import make_loader  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
 from bertlib.corpus import wikitext_corpus  # noqa: E402
 from bertlib.model import BertForPreTraining, head_index  # noqa: E402
-from bertlib.pretrain import MaskedLMAndNSP  # noqa: E402
+from bertlib.objectives import MaskedLMAndNSP  # noqa: E402
 from bertlib.pretraining_data import PretrainingDataset, mask_tokens  # noqa: E402
 from bertlib.tokenizer import (  # noqa: E402
     CLS_ID,

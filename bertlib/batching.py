@@ -4,10 +4,12 @@ of the way in, the one `DataLoader` factory, and how much padding a batching was
 Written by hand (pre-training and fine-tuning both use it); notebook 06 presents it.
 """
 
-__all__ = ["child_seed", "padded_length", "LengthGroupedSampler", "set_epoch", "make_loader", "padding_waste"]
+__all__ = ["child_seed", "padded_length", "LengthGroupedSampler", "set_epoch", "make_loader", "DataPosition",
+           "micro_batches", "padding_waste"]
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 
 import torch
@@ -107,6 +109,24 @@ def make_loader(dataset: Dataset, batch_size: int, collate_fn: Callable,
     return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers, drop_last=drop_last,
                       collate_fn=collate_fn, pin_memory=pin_memory, generator=torch.Generator(),
                       persistent_workers=persistent_workers and num_workers > 0)
+
+
+@dataclass
+class DataPosition:
+    "Where training is in the data: the epoch and the micro-batches of it already used."
+    epoch: int = 0
+    batches: int = 0
+
+
+def micro_batches(loader: DataLoader, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
+    "Batches from `position` on, epoch after epoch, advancing `position` as each one is handed out."
+    while True:
+        set_epoch(loader, position.epoch)
+        loader.sampler.skip = position.batches * loader.batch_size
+        for batch in loader:
+            position.batches += 1
+            yield batch
+        position.epoch, position.batches = position.epoch + 1, 0
 
 
 def padding_waste(lengths: Sequence[int], order: Iterable[int], batch_size: int,

@@ -75,7 +75,7 @@ class ElectraForPreTrainingOutput:
     With `labels`, also the generator's `mlm_loss` and `prediction_logits` [n_selected, vocab] (as
     `BertForPreTraining` gives them), the discriminator's labels `replaced` [batch, seq] (1 replaced, 0 original,
     -100 padding) for the sampled input it read, and its `rtd_loss`: the mean binary cross-entropy over the
-    real tokens. The training loss is `mlm_loss + rtd_weight * rtd_loss` (`bertlib.pretrain`)."""
+    real tokens. The training loss is `mlm_loss + rtd_weight * rtd_loss` (`bertlib.objectives`)."""
 
     logits: torch.Tensor
     mlm_loss: torch.Tensor | None = None

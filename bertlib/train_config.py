@@ -10,9 +10,10 @@ __all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "Pairing", "SOFT_TARGET
            "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Self, get_args
+from typing import Any, ClassVar, Literal, Self, get_args
 
 from .checks import check_choice, check_non_negative, check_positive, check_positive_ints
 from .config import POOLINGS
@@ -46,7 +47,7 @@ class TrainConfig:
     `batch_size` counts sequences per optimiser step over all processes and accumulation steps, so the
     number of GPUs and `grad_accum` do not change what is learned."""
 
-    max_steps: int | None = _option(None, "optimiser steps (the command line's default: 4,000 unless --epochs)")
+    max_steps: int | None = _option(None, "optimiser steps")
     epochs: float | None = _option(None, "passes over the training data instead of --max-steps")
     time_budget: float | None = _option(None, "train for this long (90s, 20m, 1.5h) instead: the number of steps "
                                               "is fixed from a short timing run, so the run stays reproducible",
@@ -73,8 +74,11 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         name = type(self).__name__
+        if self.max_steps is None and self.epochs is None and self.time_budget is None:
+            for key, value in self.default_length.items():
+                setattr(self, key, value)
         if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
-            # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretrain`)
+            # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretraining`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
                                     "save_every", "keep_checkpoints", "eval_batches"))
@@ -88,6 +92,15 @@ class TrainConfig:
             raise ValueError(f"{name}.warmup_ratio={self.warmup_ratio} is not valid; it must be in [0, 1)")
         check_choice(f"{name}.schedule", self.schedule, SCHEDULES)
         check_choice(f"{name}.on_nan", self.on_nan, ON_NAN)
+
+    # the length of a run whose settings give none of max_steps, epochs and time_budget (the loop itself needs one)
+    default_length: ClassVar[dict[str, Any]] = {}
+
+    def total_steps(self, micro_batches_per_epoch: int) -> int:
+        "The number of optimiser steps: `max_steps`, or `epochs` worth of micro-batches (epoch 0's count)."
+        if self.max_steps is not None:
+            return self.max_steps
+        return max(1, math.ceil(self.epochs * micro_batches_per_epoch / self.grad_accum))
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> Self:
@@ -113,14 +126,17 @@ class PretrainDataConfig(TrainConfig):
 
     Its batch, learning rate and masking rate (batch 8, peak learning rate 1e-3, 30% of the tokens masked) beat
     the former defaults (batch 32, 5e-4, 15%) at equal training tokens in the CPU recipe study
-    (`experiments/recipe_study`); the command line's 4,000 steps of 8 hold the tokens of the former 1,000 of 32."""
+    (`experiments/recipe_study`); its default length, 4,000 steps of 8, holds the tokens of the former 1,000 of 32."""
 
+    max_steps: int | None = _option(None, "optimiser steps (default: 4,000, unless --epochs or --time-budget)")
     batch_size: int = _retuned("batch_size", 8)
     lr: float = _retuned("lr", 1e-3)
     data_config: str = _option("wikitext-2-v1", "WikiText-2 variant", choices=WIKITEXT_CONFIGS)
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
+
+    default_length: ClassVar[dict[str, Any]] = {"max_steps": 4000}
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -189,7 +205,7 @@ class FinetuneConfig(TrainConfig):
     """`TrainConfig` with fine-tuning's defaults (3 epochs, lr 1e-4, 10% warm-up, a validation and a
     checkpoint each epoch) plus the task, where the encoder comes from, and the span search of SQuAD."""
 
-    epochs: float | None = _option(3.0, "passes over the training data")
+    epochs: float | None = _option(None, "passes over the training data (default: 3, unless --max-steps)")
     max_seq_len: int | None = _option(None, "tokens per sequence, special tokens included (default: 384 for "
                                             "SQuAD, as BERT, 128 for the others)")
     lr: float = _option(1e-4, "peak learning rate")
@@ -208,6 +224,8 @@ class FinetuneConfig(TrainConfig):
     doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph")
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
+
+    default_length: ClassVar[dict[str, Any]] = {"epochs": 3.0}
 
     def __post_init__(self) -> None:
         super().__post_init__()

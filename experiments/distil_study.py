@@ -1,5 +1,5 @@
 """Distillation at work (issue 17): a student of half the course model's layers, distilled from `models/course-mini`
-with DistilBERT's loss (`bertlib.distil`), against its teacher: size, CPU speed, validation perplexity, and SST-2
+with DistilBERT's loss (`bertlib.distillation`), against its teacher: size, CPU speed, validation perplexity, and SST-2
 accuracy after the fine-tuning study's `sst2-1k` plan (the teacher's comes from that study's result file, made
 with the same settings and seed).
 
@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.report import update_readme  # noqa: E402
 from bertlib.devices import eval_mode  # noqa: E402
-from bertlib.distil import distil, teacher_layers  # noqa: E402
+from bertlib.distillation import distil, teacher_layers  # noqa: E402
 from bertlib.environment import machine  # noqa: E402
 from bertlib.evaluate import evaluate_run  # noqa: E402
-from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
+from bertlib.finetuning import SELECTION_METRIC, finetune  # noqa: E402
 from bertlib.model_factory import load_model  # noqa: E402
 from bertlib.pretraining_data import evaluation_loader  # noqa: E402
 from bertlib.runs import load_run  # noqa: E402

@@ -1,7 +1,7 @@
 """What pre-training is worth: every task fine-tuned from the course model (`models/course-mini`) and from the
 same architecture with random weights, under the same budget, with several seeds where runs are cheap.
 
-Each run is one `bertlib.finetune.finetune` call into `experiments/finetune_study/runs/<name>` (ignored by git);
+Each run is one `bertlib.finetuning.finetune` call into `experiments/finetune_study/runs/<name>` (ignored by git);
 its result (the best validation over the epochs, minutes, machine) goes to `finetune_study/results/<name>.json`.
 `--report` turns the results into `finetune_study/README.md` and the README's `finetune` section; no number in
 either is typed by hand.
@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.report import update_readme  # noqa: E402
 from bertlib.environment import machine  # noqa: E402
-from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
+from bertlib.finetuning import SELECTION_METRIC, finetune  # noqa: E402
 from bertlib.train_config import FinetuneConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

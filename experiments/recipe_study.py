@@ -11,7 +11,7 @@ training tokens as a share of that command's (`BUDGETS`). Each run writes
     export OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=...
     python experiments/recipe_study.py run default b8-lr1e-3-m30 --budget full
     python experiments/recipe_study.py run --all --budget third   # every recipe, skipping finished runs
-    python experiments/recipe_study.py check                      # this loop's losses equal bertlib.pretrain.train's
+    python experiments/recipe_study.py check                      # this loop's losses equal bertlib.objectives.train's
     python experiments/recipe_study.py speed default combo-b8      # tokens/s, measured back to back
     python experiments/recipe_study.py --report
 
@@ -21,7 +21,7 @@ loader for the whole run, while a second `fit` would start a new optimiser and l
 is made of the library's parts (`MaskedLMAndNSP`, `make_loader`, `micro_batches`, `reseed`, `step_loss`,
 `configure_optimizer`, `lr_schedule`, `validation_metrics`) and leaves out what one CPU process does not need
 (several processes, mixed precision, checkpoints, non-finite steps); `check` proves that its losses equal
-`bertlib.pretrain.train`'s. The other switches the library lacks are small and local: NSP off (`MaskedLMOnly`),
+`bertlib.objectives.train`'s. The other switches the library lacks are small and local: NSP off (`MaskedLMOnly`),
 sin/cos initialisation of the position embeddings, and cheap probes of the plateau (agreement with the unigram
 distribution, attention entropy, attention to the previous token and to [CLS]/[SEP]).
 """
@@ -45,18 +45,22 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.report import update_readme  # noqa: E402
-from bertlib.batching import make_loader  # noqa: E402
+from bertlib.batching import (  # noqa: E402
+    DataPosition,
+    make_loader,  # noqa: E402
+    micro_batches,
+)
 from bertlib.config import BertConfig  # noqa: E402
 from bertlib.corpus import wikitext_corpus  # noqa: E402
 from bertlib.devices import eval_mode  # noqa: E402
 from bertlib.environment import machine  # noqa: E402
 from bertlib.evaluate import unigram_baseline, validation_metrics  # noqa: E402
 from bertlib.model import BertForPreTraining  # noqa: E402
-from bertlib.pretrain import MaskedLMAndNSP, train  # noqa: E402
+from bertlib.objectives import MaskedLMAndNSP, train  # noqa: E402
 from bertlib.pretraining_data import PretrainingDataset, evaluation_loader  # noqa: E402
 from bertlib.tokenizer import CLS_ID, SEP_ID, load_tokenizer, save_tokenizer, train_wikitext_tokenizer  # noqa: E402
 from bertlib.train_config import PretrainConfig  # noqa: E402
-from bertlib.trainer import DataPosition, configure_optimizer, lr_schedule, micro_batches, reseed, step_loss  # noqa: E402
+from bertlib.trainer import configure_optimizer, lr_schedule, reseed, step_loss  # noqa: E402
 
 HERE = Path(__file__).resolve().parent / "recipe_study"
 RESULTS = HERE / "results"
@@ -218,7 +222,7 @@ class MaskedLMOnly(MaskedLMAndNSP):
 
 # ---------------------------------------------------------------------------------------------- the loop
 def training_pairs(corpus, tokenizer, cfg: PretrainConfig, max_seq_len: int) -> PretrainingDataset:
-    "The training pairs of `cfg` at `max_seq_len`, as `bertlib.pretrain.pretrain` makes them."
+    "The training pairs of `cfg` at `max_seq_len`, as `bertlib.pretraining.pretrain` makes them."
     return PretrainingDataset(
         corpus,
         tokenizer,
@@ -240,7 +244,7 @@ def train_phases(
     evaluate: Callable[[int, int, float], None] | None = None,
     schedule_steps: int | None = None,
 ) -> dict:
-    """Train `model` through `phases` [(max_seq_len, steps)] as `bertlib.pretrain.train` trains it in one CPU
+    """Train `model` through `phases` [(max_seq_len, steps)] as `bertlib.objectives.train` trains it in one CPU
     process (same loader, dropout seeds, loss weighting, clipping and schedule over all the phases' steps, or over
     `schedule_steps` to stop early); each phase starts its data at epoch 0. `evaluate(step, tokens, train_seconds)`
     runs every `cfg.eval_every` steps. Returns the logged windows (losses, lr, gradient norm, tokens/s), the
@@ -423,7 +427,7 @@ def run(name: str, budget: str, data_dir: str | None, log=print) -> dict:
 
 def check(data_dir: str | None, steps: int = 6, old_steps: int = 50) -> None:
     """The first steps of the `default` and `b8-lr1e-3-m30` recipes (batch 8 as 2 x 4 for the first, to cover
-    accumulation) through `train_phases` and through `bertlib.pretrain.train` give the same losses; and
+    accumulation) through `train_phases` and through `bertlib.objectives.train` give the same losses; and
     `train_phases` repeats the first `old_steps` steps that the script written for the old `bertlib.train` logged
     in `results/default@third.json` (same tokens and gradient norms; losses within 1e-6, a summation order)."""
     tokenizer = tokenizer_for(8192, data_dir)
@@ -439,7 +443,7 @@ def check(data_dir: str | None, steps: int = 6, old_steps: int = 50) -> None:
         for part in MaskedLMAndNSP.parts:
             reference, mine = [r[part] for r in library], [r[part] for r in study]
             print(
-                f"{name} {part}\n  bertlib.pretrain.train: {[f'{x:.6f}' for x in reference]}\n"
+                f"{name} {part}\n  bertlib.objectives.train: {[f'{x:.6f}' for x in reference]}\n"
                 f"  train_phases:           {[f'{x:.6f}' for x in mine]}"
             )
             if len(mine) != steps or reference != mine:
@@ -617,7 +621,7 @@ def commits_note(results: list[dict]) -> str:
     if new:
         lines.append(
             f"Rows from {', '.join(f'`{c}`' for c in new)} were made by this script, whose loop is built "
-            "from `bertlib.trainer` and gives `bertlib.pretrain.train`'s losses (`check`)."
+            "from `bertlib.trainer` and gives `bertlib.objectives.train`'s losses (`check`)."
         )
     if old and new:
         lines.append(

@@ -36,9 +36,9 @@ from bertlib.config import BertConfig  # noqa: E402
 from bertlib.electra_evaluate import rtd_metrics  # noqa: E402
 from bertlib.environment import machine  # noqa: E402
 from bertlib.evaluate import validation_metrics  # noqa: E402
-from bertlib.finetune import SELECTION_METRIC, finetune  # noqa: E402
+from bertlib.finetuning import SELECTION_METRIC, finetune  # noqa: E402
 from bertlib.model_factory import load_model  # noqa: E402
-from bertlib.pretrain import pretrain  # noqa: E402
+from bertlib.pretraining import pretrain  # noqa: E402
 from bertlib.pretraining_data import evaluation_loader  # noqa: E402
 from bertlib.tasks import load_task  # noqa: E402
 from bertlib.train_config import FinetuneConfig, PretrainConfig  # noqa: E402

@@ -10,9 +10,16 @@ import transformers
 from bert_testing import make_batch, small_config, spawn_group
 
 from bertlib.cli import main
-from bertlib.distil import Distillation, distil, distillation_losses, load_teacher, student_from_teacher, teacher_layers
+from bertlib.distillation import (
+    Distillation,
+    distil,
+    distillation_losses,
+    load_teacher,
+    student_from_teacher,
+    teacher_layers,
+)
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.pretrain import pretrain
+from bertlib.pretraining import pretrain
 from bertlib.runs import RunError, create_run
 from bertlib.train_config import DistilConfig, FinetuneConfig, PretrainConfig
 

@@ -17,8 +17,8 @@ from bertlib.electra import ElectraForPreTraining, generator_config, replace_tok
 from bertlib.electra_evaluate import rtd_metrics
 from bertlib.heads import BertForSequenceClassification
 from bertlib.model import IGNORE_INDEX
+from bertlib.objectives import train
 from bertlib.packed_data import PackedDataset
-from bertlib.pretrain import train
 from bertlib.train_config import PretrainConfig
 
 

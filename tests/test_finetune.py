@@ -1,4 +1,4 @@
-"""Fine-tuning (bertlib.finetune_data, bertlib.finetune, the `finetune` and `predict` commands): inputs equal to
+"""Fine-tuning (bertlib.finetune_data, bertlib.finetuning, the `finetune` and `predict` commands): inputs equal to
 what HF's tokenizer makes (pair truncation, word alignment, QA windows with a stride), span search and window
 stitching on hand-made cases, a fine-tuned run that keeps its best checkpoint and resumes, and an exported
 model that predicts the same through transformers' pipelines as through bertlib."""
@@ -13,7 +13,6 @@ from bert_testing import small_config, wordpiece_tokenizer
 from bertlib import interop
 from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state
 from bertlib.cli import main
-from bertlib.finetune import TaskObjective, finetune, predict
 from bertlib.finetune_data import (
     best_spans,
     encode_classification,
@@ -23,6 +22,7 @@ from bertlib.finetune_data import (
     truncate_pair,
     word_predictions,
 )
+from bertlib.finetuning import TaskObjective, finetune, predict
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.model_factory import load_model

@@ -10,8 +10,9 @@ from bert_testing import spawn_group, wordpiece_tokenizer
 
 from bertlib.config import BertConfig
 from bertlib.model import IGNORE_INDEX, BertForPreTraining, head_index
+from bertlib.objectives import MaskedLM, MaskedLMAndNSP, train
 from bertlib.packed_data import PackedDataset
-from bertlib.pretrain import MaskedLM, MaskedLMAndNSP, pretrain, train
+from bertlib.pretraining import pretrain
 from bertlib.pretraining_data import PretrainingDataset, create_nsp_examples
 from bertlib.runs import load_run
 from bertlib.tokenizer import add_bert_post_processor

@@ -1,6 +1,19 @@
-"""The package face: the public names import from `bertlib`, the version matches pyproject.toml, and the
-layers never import a layer above them."""
+"""The package face and the map of its layers.
+
+- The public names import from `bertlib`, and each is what it says it is: `bertlib.pretrain` is the function,
+  whatever submodules have been imported before (a submodule named like a public function would replace it).
+- The version matches pyproject.toml.
+- CONTRIBUTING.md's table of modules is the import graph: every module of `bertlib` has a row, the row lists
+  exactly the bertlib modules it imports, every one of them has a row above it, and the floors only go up.
+"""
+
 import ast
+import importlib
+import inspect
+import pkgutil
+import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -9,30 +22,35 @@ import pytest
 import bertlib
 
 ROOT = Path(__file__).resolve().parents[1]
-# bottom to top; a module may import only modules on its own floor or below (see CONTRIBUTING.md)
-FLOORS = [
-    ["files", "checks", "environment", "devices"],
-    ["data", "task_examples", "config", "train_config"],
-    ["tokenizer", "corpus", "batching", "task_sources", "tasks"],
-    ["embeddings", "attention", "encoder"],
-    ["model", "heads", "electra", "interop"],
-    ["pretraining_data", "finetune_data", "packed_data"],
-    ["runs"],
-    ["checkpoints", "viz", "widget", "task_metrics"],
-    ["model_factory"],
-    ["evaluate", "electra_evaluate"],
-    ["trainer"],
-    ["pretrain", "finetune", "distil"],
-    ["cli", "__main__"],
-]
+FLOORS = ("helpers", "data and tokenizer", "model parts", "model and heads", "data pipelines",
+          "evaluation and run folders", "training loop", "recipes", "command line")
 
 
-def test_public_names_import_from_the_package():
-    from bertlib import BertConfig, BertForPreTraining, load_model, pretrain  # noqa: F401
-
-    assert all(getattr(bertlib, name) is not None for name in bertlib.__all__)
+def test_public_names_are_what_they_say_after_every_submodule_is_imported():
+    for module in pkgutil.iter_modules(bertlib.__path__):
+        if module.name != "__main__":
+            importlib.import_module(f"bertlib.{module.name}")
+    for name in bertlib.__all__:
+        value = getattr(bertlib, name)
+        assert not inspect.ismodule(value), f"bertlib.{name} is a module, not the public {name}"
+        expected = getattr(importlib.import_module(f"bertlib.{bertlib._PUBLIC[name]}"), name) \
+            if name in bertlib._PUBLIC else value
+        assert value is expected
+    assert inspect.isfunction(bertlib.pretrain) and inspect.isfunction(bertlib.finetune)
+    assert inspect.isfunction(bertlib.distil) and inspect.isclass(bertlib.BertForPreTraining)
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         bertlib.nothing  # noqa: B018
+
+
+def test_a_fresh_process_gets_functions_after_importing_the_recipes_modules():
+    code = ("import bertlib.distillation, bertlib.pretraining, bertlib.finetuning, inspect; from bertlib import "
+            "pretrain, finetune, distil; print(all(map(inspect.isfunction, (pretrain, finetune, distil))))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
+
+
+def test_the_command_line_help_imports_no_torch():
+    code = "import sys; from bertlib.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
 def test_version_matches_pyproject():
@@ -40,21 +58,63 @@ def test_version_matches_pyproject():
     assert bertlib.__version__ == project["version"]
 
 
-def _bertlib_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def bertlib_imports(path: Path) -> set[str]:
+    "The bertlib modules a module imports (relative or absolute, `from` or plain)."
     found = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.level == 1:
             found.update([node.module] if node.module else [a.name for a in node.names])
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertlib"):
-            found.add(node.module.removeprefix("bertlib").lstrip(".") or "")
+            found.add(node.module.removeprefix("bertlib").lstrip("."))
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("bertlib.") for a in node.names if a.name.startswith("bertlib."))
     return found - {""}
 
 
-def test_no_module_imports_a_layer_above_it():
-    floor = {module: i for i, names in enumerate(FLOORS) for module in names}
-    modules = {p.stem for p in (ROOT / "bertlib").glob("*.py")} - {"__init__", "_modidx"}
-    assert modules == set(floor), f"put every module on a floor: {sorted(modules ^ set(floor))}"
-    upward = [(m, used) for m in modules for used in _bertlib_imports(ROOT / "bertlib" / f"{m}.py")
-              if floor[used] > floor[m]]
-    assert not upward, f"imports that reach up a layer: {upward}"
+def layer_table(text: str) -> list[tuple[str, str, set[str]]]:
+    "(floor, module, imports) of each row of CONTRIBUTING.md's table of modules, in order."
+    block = re.search(r"<!-- layers:start -->(.*?)<!-- layers:end -->", text, re.S)
+    assert block, "CONTRIBUTING.md has no table of modules between <!-- layers:start --> and <!-- layers:end -->"
+    rows = []
+    for line in block.group(1).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[1].startswith("`"):
+            rows.append((cells[0], cells[1].strip("`"), {m.strip("` ") for m in cells[2].split(",") if m.strip("` -")}))
+    return rows
+
+
+def check_layers(rows: list[tuple[str, str, set[str]]], imports: dict[str, set[str]]) -> list[str]:
+    "What is wrong with `rows` as a map of `imports`; empty when the map is right."
+    problems, seen, floor = [], set(), 0
+    listed = [module for _, module, _ in rows]
+    problems += [f"{m}: no row" for m in sorted(set(imports) - set(listed))]
+    problems += [f"{m}: a row but no module" for m in sorted(set(listed) - set(imports))]
+    for name, module, uses in rows:
+        if name not in FLOORS:
+            problems.append(f"{module}: unknown floor {name!r}")
+        elif FLOORS.index(name) < floor:
+            problems.append(f"{module}: floor {name!r} below the row above it")
+        else:
+            floor = FLOORS.index(name)
+        if module in imports and uses != imports[module]:
+            problems.append(f"{module}: the row lists {sorted(uses)}, the code imports {sorted(imports[module])}")
+        problems += [f"{module} imports {m}, which is not below it" for m in sorted(uses - seen)]
+        seen.add(module)
+    return problems
+
+
+def test_contributing_maps_every_module_and_its_imports():
+    modules = {p.stem: bertlib_imports(p) for p in (ROOT / "bertlib").glob("*.py") if p.stem not in ("__init__",
+                                                                                                   "_modidx")}
+    problems = check_layers(layer_table((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")), modules)
+    assert not problems, "CONTRIBUTING.md's table of modules disagrees with the code:\n" + "\n".join(problems)
+
+
+def test_the_layer_check_catches_an_import_that_reaches_up():
+    rows = [("helpers", "files", set()), ("model parts", "config", {"files"}), ("helpers", "checks", set())]
+    imports = {"files": set(), "config": {"files", "checks"}, "checks": set()}
+    problems = check_layers(rows, imports)
+    assert "checks: floor 'helpers' below the row above it" in problems
+    assert any(p.startswith("config: the row lists") for p in problems)
+    assert check_layers([("helpers", "files", {"config"}), ("model parts", "config", set())],
+                        {"files": {"config"}, "config": set()}) == ["files imports config, which is not below it"]

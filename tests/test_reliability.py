@@ -19,7 +19,7 @@ from bertlib.checkpoints import checkpoints, save_checkpoint
 from bertlib.cli import main
 from bertlib.config import BertConfig
 from bertlib.model import BertForPreTraining
-from bertlib.pretrain import train
+from bertlib.objectives import train
 from bertlib.pretraining_data import PretrainingDataset
 from bertlib.runs import RunError, read_metrics
 from bertlib.train_config import TrainConfig

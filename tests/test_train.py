@@ -1,5 +1,6 @@
-"""Tests of the training loop (bertlib.trainer), the pre-training recipe (bertlib.pretrain) and run folders
-(bertlib.runs): learning, schedules, resuming, atomic checkpoints and DDP equality."""
+"""Tests of the training loop (bertlib.trainer), the pre-training recipe (bertlib.objectives, bertlib.pretraining)
+and run folders (bertlib.runs, bertlib.checkpoints): learning, schedules, resuming, atomic checkpoints and DDP
+equality."""
 import os
 import socket
 
@@ -16,7 +17,7 @@ from bertlib.corpus import encode_corpus
 from bertlib.data import load_wikitext2, split_documents
 from bertlib.evaluate import validation_metrics
 from bertlib.model import BertForPreTraining
-from bertlib.pretrain import train
+from bertlib.objectives import train
 from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
 from bertlib.runs import RunError, read_metrics
 from bertlib.tokenizer import train_tokenizer

@@ -12,23 +12,23 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
-from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
 
 from .checks import check_choice
 from .evaluate import validation_metrics
+from .lifecycle import open_run
 from .model import IGNORE_INDEX, BertForPreTraining
 from .model_factory import load_model
-from .pretrain import MaskedLM, check_settings, freeze_nsp, pretraining_data
-from .runs import RunError, check_new_run, create_run, load_run, resumed_config, write_run_config
+from .objectives import MaskedLM, freeze_nsp
+from .pretraining import check_settings, pretraining_data
+from .runs import RunError, load_run
 from .tokenizer import PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
-from .trainer import fit, init_distributed, world
+from .trainer import fit
 
 LAYERS = "bert.encoder.layers."
 
@@ -131,38 +131,25 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
     A new run needs an `output_dir` that does not exist or is empty; the student gets the teacher's tokenizer.
     `resume=True` continues the run from its newest checkpoint with its saved settings (`cfg` may change only
     `RESUMABLE_FIELDS`); the teacher must still be the model it was."""
-    run_dir = Path(output_dir)
-    created_group = init_distributed()
-    try:
-        if resume:
-            model_config, cfg, tokenizer = resumed_config(run_dir, cfg, DistilConfig)
-        elif cfg is None or not cfg.teacher:
+    with open_run(output_dir, cfg, DistilConfig, resume) as run:
+        cfg = run.cfg
+        if not cfg.teacher:
             raise ValueError("a new distillation run needs cfg.teacher (--teacher): a bertlib pre-training run folder")
         if cfg.max_steps is None and cfg.epochs is None:
             raise ValueError("a distillation run is as long as --max-steps or --epochs says; a time budget is not "
                              "supported")
-        teacher, teacher_tokenizer = load_teacher(cfg.teacher)
+        teacher, tokenizer = load_teacher(cfg.teacher)
         student = student_from_teacher(teacher, cfg.student_layers)
-        check_settings(student.config, cfg, run_dir)
-        if resume and student.config != model_config:
-            raise RunError(f"the teacher {cfg.teacher} is no longer the model {run_dir} was distilled from; restore it "
-                           f"or start a new run")
-        if not resume:
-            check_new_run(run_dir)
-            tokenizer = teacher_tokenizer
-        if world()[1] == 0:
-            if resume:
-                write_run_config(run_dir, student.config, cfg)
-            else:
-                create_run(run_dir, student.config, cfg, tokenizer)
-        dataset, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
+        check_settings(student.config, cfg)
+        if resume and student.config != run.model_config:
+            raise RunError(f"the teacher {cfg.teacher} is no longer the model {run.run_dir} was distilled from; "
+                           f"restore it or start a new run")
+        run.record(student.config, cfg, run.tokenizer or tokenizer)
+        dataset, valid_loader = pretraining_data(cfg, run.tokenizer or tokenizer, data_dir)
         if on_log is not None and not resume:
             picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
             on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})
         freeze_nsp(student)  # the NSP head and pooler stay the teacher's
         evaluate = partial(validation_metrics, loader=valid_loader, max_batches=cfg.eval_batches)
         return fit(student, dataset, Distillation(teacher, cfg, dataset.pad_id), cfg, evaluate=evaluate,
-                   run_dir=run_dir, resume=resume, on_log=on_log, show_progress=show_progress)
-    finally:
-        if created_group:
-            dist.destroy_process_group()
+                   run_dir=run.run_dir, resume=resume, on_log=on_log, show_progress=show_progress)

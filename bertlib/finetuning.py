@@ -6,7 +6,7 @@ Written by hand; the fine-tuning notebook uses it.
 """
 
 __all__ = ["SELECTION_METRIC", "TaskObjective", "load_source", "item_outputs", "task_predictions", "evaluate_task",
-           "finetune", "predict"]
+           "task_data", "finetune", "predict"]
 
 import json
 import math
@@ -27,10 +27,11 @@ from .config import BertConfig
 from .devices import autocast, eval_mode, to_device
 from .finetune_data import TaskFeatures, best_spans, encode_task, word_predictions
 from .interop import load_hf_encoder
+from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
 from .pretraining_data import PaddingCollator
-from .runs import RunError, check_new_run, check_vocabulary, create_run, resumed_config, write_run_config
+from .runs import RunError, check_vocabulary
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
@@ -138,30 +139,13 @@ def _examples(cfg: FinetuneConfig, split: str, limit: int | None, data_dir: str 
     return quick_slice(examples, limit) if limit else examples
 
 
-def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *, data_dir: str | None = None,
-             resume: bool = False, on_log: Callable[[dict], None] | None = None,
-             show_progress: bool = True) -> list[dict]:
-    """Fine-tune `cfg.source`'s encoder (or, with `cfg.init="random"`, the same architecture from random
-    weights) on `cfg.task` into the run folder `output_dir`, and return the metric records.
-
-    Validates after every epoch (or `eval_every` steps) and keeps the best validation's weights in
-    `output_dir/best` (`bertlib.runs.best_checkpoint`); `resume=True` continues a stopped run from its
-    newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`)."""
-    run_dir = Path(output_dir)
-    if resume:
-        model_config, cfg, tokenizer = resumed_config(run_dir, cfg, FinetuneConfig)
-        weights = None
-    else:
-        if cfg is None or not cfg.source:
-            raise ValueError("a new fine-tuning run needs cfg.source (--from): a bertlib run folder, an HF BERT "
-                             "folder or a hub id")
-        check_new_run(run_dir)
-        model_config, weights, tokenizer = load_source(cfg.source)
-        check_vocabulary(tokenizer, model_config, cfg.source)
+def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfig, data_dir: str | None = None
+              ) -> tuple[FinetuneConfig, TaskFeatures, TaskFeatures, list[Any]]:
+    """A run's training and validation features and its validation examples, with `cfg`'s defaults filled in: the
+    sequence length (384 for SQuAD, as BERT, else 128) and a validation and a checkpoint each epoch."""
     if cfg.time_budget is not None or cfg.epochs is None and cfg.max_steps is None:
         raise ValueError("fine-tuning runs for a number of epochs or steps (time budgets are for pre-training)")
-    task = TASKS[cfg.task]
-    max_seq_len = cfg.max_seq_len or (384 if task.kind == "span" else 128)
+    max_seq_len = cfg.max_seq_len or (384 if TASKS[cfg.task].kind == "span" else 128)
     if max_seq_len > model_config.max_position_embeddings:
         raise ValueError(f"max_seq_len={max_seq_len} is longer than the model's max_position_embeddings="
                          f"{model_config.max_position_embeddings}")
@@ -173,19 +157,12 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
     per_epoch = math.ceil(len(train_features) / cfg.batch_size)
     cfg = replace(cfg, max_seq_len=max_seq_len, eval_every=cfg.eval_every or per_epoch,
                   save_every=cfg.save_every or per_epoch)
-    if resume:
-        write_run_config(run_dir, model_config, cfg)  # a longer run, or another device, is recorded
-    else:
-        create_run(run_dir, model_config, cfg, tokenizer)
+    return cfg, train_features, eval_features, eval_examples
 
-    torch.manual_seed(cfg.seed)
-    model = build_model(model_config, cfg)
-    new_weights = None
-    if weights is None and not checkpoints(run_dir):  # resumed before the first checkpoint: start over
-        weights = load_source(cfg.source)[1]
-    if weights is not None and cfg.init == "pretrained":
-        new_weights = model.load_encoder(weights)
-    metric = SELECTION_METRIC[cfg.task]
+
+def _keep_best(run_dir: Path, model: nn.Module, metric: str, on_log: Callable[[dict], None] | None
+               ) -> Callable[[dict], None]:
+    "An `on_log` that saves the model in `run_dir/best` whenever a validation beats the best so far, then logs on."
     found = best_checkpoint(run_dir)
     best = load_training_state(found)["scores"][metric] if found else -math.inf
 
@@ -198,12 +175,44 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
         if on_log is not None:
             on_log(entry)
 
-    if new_weights is not None and on_log is not None:
-        on_log({"step": 0, "event": f"new weights, not in {cfg.source}: {', '.join(new_weights)}"})
-    evaluate = partial(evaluate_task, task=cfg.task, features=eval_features, examples=eval_examples,
-                       max_answer_len=cfg.max_answer_len)
-    return fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
-               evaluate=evaluate, run_dir=run_dir, resume=resume, on_log=log, show_progress=show_progress)
+    return log
+
+
+def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *, data_dir: str | None = None,
+             resume: bool = False, on_log: Callable[[dict], None] | None = None,
+             show_progress: bool = True) -> list[dict]:
+    """Fine-tune `cfg.source`'s encoder (or, with `cfg.init="random"`, the same architecture from random
+    weights) on `cfg.task` into the run folder `output_dir`, and return the metric records.
+
+    Validates after every epoch (or `eval_every` steps) and keeps the best validation's weights in
+    `output_dir/best` (`bertlib.checkpoints.best_checkpoint`); `resume=True` continues a stopped run from its
+    newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`)."""
+    with open_run(output_dir, cfg, FinetuneConfig, resume) as run:
+        cfg, weights = run.cfg, None
+        if resume:
+            model_config, tokenizer = run.model_config, run.tokenizer
+        elif not cfg.source:
+            raise ValueError("a new fine-tuning run needs cfg.source (--from): a bertlib run folder, an HF BERT "
+                             "folder or a hub id")
+        else:
+            model_config, weights, tokenizer = load_source(cfg.source)
+            check_vocabulary(tokenizer, model_config, cfg.source)
+        cfg, train_features, eval_features, eval_examples = task_data(cfg, tokenizer, model_config, data_dir)
+        run.record(model_config, cfg, tokenizer)
+        torch.manual_seed(cfg.seed)
+        model = build_model(model_config, cfg)
+        if weights is None and not checkpoints(run.run_dir):  # resumed before the first checkpoint: start over
+            weights = load_source(cfg.source)[1]
+        if weights is not None and cfg.init == "pretrained":
+            new_weights = model.load_encoder(weights)
+            if on_log is not None:
+                on_log({"step": 0, "event": f"new weights, not in {cfg.source}: {', '.join(new_weights)}"})
+        evaluate = partial(evaluate_task, task=cfg.task, features=eval_features, examples=eval_examples,
+                           max_answer_len=cfg.max_answer_len)
+        return fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
+                   evaluate=evaluate, run_dir=run.run_dir, resume=resume,
+                   on_log=_keep_best(run.run_dir, model, SELECTION_METRIC[cfg.task], on_log),
+                   show_progress=show_progress)
 
 
 def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pair: str | None = None,

@@ -1,0 +1,303 @@
+"""What each command of the command line does (`bertlib.cli` parses the options and maps errors to exit codes):
+prepare a tokenizer; pre-train, distil or fine-tune a run folder; predict, evaluate, fill masks, export or describe a
+run. A problem the user can fix raises `UsageError`.
+
+Written by hand. Torch is imported by the commands that need it, so that `--help` is instant.
+"""
+
+__all__ = ["UsageError", "prepare", "pretrain", "distil", "finetune", "predict", "evaluate", "fill_mask", "export_hf",
+           "info"]
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import BertConfig
+from .data import SPLITS, corpus_stats, load_wikitext2, wikitext_paragraphs
+from .options import given_options
+from .runs import RECIPES, load_run, read_metrics
+from .task_examples import TASKS
+from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
+from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
+
+LENGTHS = ("max_steps", "epochs", "time_budget")  # one of them gives a run's length
+
+
+class UsageError(Exception):
+    "A problem the user can fix; printed as one line, exit code 2."
+
+
+def prepare(args: argparse.Namespace) -> None:
+    "Report on the corpus, train the WordPiece tokenizer on the train split and save it."
+    out = Path(args.output_dir)
+    if (out / "tokenizer.json").exists() and not args.overwrite:
+        raise UsageError(f"{out / 'tokenizer.json'} exists; pass --overwrite to replace it or choose --output-dir")
+    if args.vocab_size < 16:
+        raise UsageError(f"--vocab-size {args.vocab_size} is too small; use at least 16 (default {DEFAULT_VOCAB_SIZE})")
+    rows = {split: load_wikitext2(split, args.config, args.data_dir) for split in SPLITS}
+    print(f"WikiText-2 ({args.config})")
+    columns = ("documents", "paragraphs", "sentences", "words", "unk_words")
+    print(f"  {'split':<11}" + "".join(f"{c:>12}" for c in columns))
+    for split, split_rows in rows.items():
+        stats = corpus_stats(split_rows)
+        print(f"  {split:<11}" + "".join(f"{stats[c]:>12,}" for c in columns))
+
+    start = time.perf_counter()
+    tokenizer = train_tokenizer(wikitext_paragraphs("train", args.config, args.data_dir), vocab_size=args.vocab_size,
+                                lowercase=not args.cased, show_progress=sys.stderr.isatty())
+    seconds = time.perf_counter() - start
+    path = save_tokenizer(tokenizer, out)
+    valid = wikitext_paragraphs("validation", args.config, args.data_dir)
+    ids = [e.ids for e in tokenizer.encode_batch(valid, add_special_tokens=False)]
+    n_tokens = sum(map(len, ids))
+    n_unk = sum(x.count(tokenizer.token_to_id(UNK)) for x in ids)
+    n_words = sum(len(p.split()) for p in valid)
+    print(f"tokenizer: {tokenizer.get_vocab_size():,} pieces trained in {seconds:.1f} s")
+    print(f"  validation: {n_tokens / n_words:.3f} pieces per word, {n_unk / n_tokens:.2%} [UNK]")
+    print(f"saved {path} and {path.parent / 'vocab.txt'}")
+
+
+def _settings(args: argparse.Namespace, out: Path, kind: type) -> tuple[Any, Any]:
+    """The settings of the run to make or resume, and a resumed run's saved ones (else None): the options typed over
+    the saved settings (a new length replaces the old one) or over `kind`'s defaults."""
+    given = given_options(args, kind)
+    if set(LENGTHS) & set(given):
+        given = {**dict.fromkeys(LENGTHS), **given}
+    if not args.resume:
+        return kind.from_dict(given), None
+    saved = load_run(out)[1]
+    if type(saved) is not kind:
+        raise UsageError(f"{out} was made by `python -m bertlib {RECIPES[type(saved)]}`; resume it with that command")
+    cfg = kind.from_dict({**saved.to_dict(), **given})
+    if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs):
+        print(f"the run's length changes from {_length(saved)} to {_length(cfg)}: the learning-rate schedule is "
+              f"recomputed for the new length, so from here on the run differs from one made that long from the "
+              f"start", file=sys.stderr)
+    return cfg, saved
+
+
+def _length(cfg: PretrainConfig) -> str:
+    if cfg.max_steps is not None:
+        return f"{cfg.max_steps:,} steps"
+    return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
+
+
+def pretrain(args: argparse.Namespace) -> None:
+    """Pre-train BERT (MLM + NSP, or another --objective) on WikiText-2 into a run folder; with --resume, continue
+    a run."""
+    from .pretraining import pretrain as run_pretraining
+
+    out, start = Path(args.output_dir or f"runs/{args.preset or 'mini'}"), time.perf_counter()
+    model_config, tokenizer = None, None
+    if args.resume:
+        ignored = [flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer))
+                   if value is not None] + [f"--{name.replace('_', '-')}" for name in given_options(args, BertConfig)]
+        if ignored:
+            raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
+                             f"cannot change them; leave them out, or start a new run")
+    else:
+        tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+        vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
+        model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
+                                                                        "vocab_size": vocab})
+    records = run_pretraining(out, model_config, _settings(args, out, PretrainConfig)[0], tokenizer=tokenizer,
+                              data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+    _report_pretraining(out, records, start)
+
+
+def distil(args: argparse.Namespace) -> None:
+    """Distil a pre-training run (--teacher) into a student with fewer layers (DistilBERT) on WikiText-2, in a run
+    folder; with --resume, continue a run."""
+    from .distillation import distil as run_distillation
+
+    out, start = Path(args.output_dir or "runs/student"), time.perf_counter()
+    if not args.resume and not args.teacher:
+        raise UsageError("say which run to distil: --teacher RUN_FOLDER (a pre-training run, e.g. models/course-mini)")
+    cfg, saved = _settings(args, out, DistilConfig)
+    if saved and args.teacher not in (None, saved.teacher):
+        raise UsageError(f"--resume continues {out}, distilled from {saved.teacher}; leave out --teacher, or start a "
+                         f"new run")
+    records = run_distillation(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+    _report_pretraining(out, records, start)
+
+
+def finetune(args: argparse.Namespace) -> None:
+    "Fine-tune a pre-trained encoder on a task into a run folder; with --resume, continue a run."
+    from .finetuning import SELECTION_METRIC
+    from .finetuning import finetune as run_finetuning
+
+    out, start = Path(args.output_dir or f"runs/{args.task}"), time.perf_counter()
+    if not args.resume and not args.source:
+        raise UsageError("say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an HF BERT "
+                         "folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4")
+    cfg, saved = _settings(args, out, FinetuneConfig)
+    if saved and (args.source is not None or args.task != saved.task):
+        raise UsageError(f"--resume continues {out} ({saved.task} from {saved.source}); leave out --from and give its "
+                         f"task, or start a new run")
+    records = run_finetuning(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+    valid = _report_saved(out, records, start)
+    if valid:
+        metric = SELECTION_METRIC[cfg.task]
+        best = max(valid, key=lambda r: r[metric])
+        print(f"best validation {metric} {best[metric]:.4f} at step {best['step']} (kept in {out / 'best'}); "
+              f"last {valid[-1][metric]:.4f}")
+    usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(TASKS[cfg.task].kind,
+                                                                                                 '"TEXT"')
+    print(f"try it: python -m bertlib predict {out} {usage}")
+
+
+def _report_pretraining(out: Path, records: list[dict], start: float) -> None:
+    "Say where a pre-training or distillation run was saved, its last validation, and what to look at next."
+    valid = _report_saved(out, records, start)
+    if valid:
+        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy", "rtd_accuracy")  # those the run has
+        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
+                                                                   if k in valid[-1]))
+    print(f"loss curve: {out / 'loss_curve.png'}")
+    print(f"test scores: python -m bertlib evaluate {out} --split test")
+
+
+def _report_saved(out: Path, records: list[dict], start: float) -> list[dict]:
+    "Say where a run was saved and how long this session took; return its validation records."
+    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
+          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    return [r for r in records if r.get("split") == "validation"]
+
+
+def _print_event(record: dict) -> None:
+    "Say what the run decided on its own (a time budget turned into steps, a schedule made longer)."
+    if "event" in record:
+        timing = (f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a "
+                  f"validation)" if "seconds_per_step" in record else "")
+        print(f"step {record['step']}: {record['event']}{timing}", file=sys.stderr)
+
+
+def _pretraining_run(run: str, command: str) -> bool:
+    "Refuse a fine-tuning run where a command needs the MLM head; say whether the run is ELECTRA's."
+    cfg = load_run(run)[1]
+    if isinstance(cfg, FinetuneConfig):
+        raise UsageError(f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
+                         f"`python -m bertlib predict {run} TEXT`, or give a pre-training run")
+    return getattr(cfg, "objective", None) == "electra"
+
+
+def _check_utf8(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
+
+
+def predict(args: argparse.Namespace) -> None:
+    "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
+    from .finetuning import predict as run_predict
+    from .model_factory import load_model
+
+    cfg = load_run(args.run)[1]
+    if not isinstance(cfg, FinetuneConfig):
+        raise UsageError(f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
+                         f"--from {args.run}), or use fill-mask")
+    model, tokenizer = load_model(args.run)
+    result = run_predict(model, tokenizer, cfg.task, args.text, pair=args.pair, question=args.question,
+                         max_seq_len=cfg.max_seq_len)
+    if args.json:
+        print(json.dumps(result))
+    elif "probabilities" in result:
+        print("  ".join(f"{name} {p:.3f}" for name, p in sorted(result["probabilities"].items(),
+                                                               key=lambda item: -item[1])))
+    elif "entities" in result:
+        print(" ".join(w if t == "O" else f"{w}/{t}" for w, t in zip(result["words"], result["tags"], strict=True)))
+        print("entities: " + (", ".join(f"{text} ({kind})" for kind, text in result["entities"]) or "none"))
+    else:
+        print(f"answer: {result['answer']!r} (characters {result['start']}-{result['end']})")
+
+
+def evaluate(args: argparse.Namespace) -> None:
+    """Score a run's newest checkpoint on the statically masked validation or test split (an ELECTRA run: its
+    replaced-token detection and its generator's masked-LM scores)."""
+    from .electra_evaluate import evaluate_electra_run
+    from .evaluate import evaluate_run
+
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
+    electra = _pretraining_run(args.run, "evaluate")
+    if electra and args.baseline:
+        raise UsageError(f"{args.run} is an ELECTRA run; the unigram baseline scores BERT's masked-LM guesses only, "
+                         f"so leave out --baseline")
+    options = dict(device=args.device, batch_size=args.batch_size, data_dir=args.data_dir)
+    if electra:
+        scores = evaluate_electra_run(args.run, args.split, **options)
+    else:
+        scores = evaluate_run(args.run, args.split, **options, baseline=args.baseline)
+    if args.json:
+        print(json.dumps(scores))
+        return
+    print(f"{args.run} on the {args.split} split")
+    for key, value in scores.items():
+        print(f"  {key:<28}{value:>10.4f}")
+
+
+def fill_mask(args: argparse.Namespace) -> None:
+    "Guess the token behind each [MASK] in a text with a trained run (an ELECTRA run guesses with its generator)."
+    from .evaluate import fill_mask as guess
+    from .model_factory import load_model
+
+    _check_utf8(args.text)
+    electra = _pretraining_run(args.run, "fill-mask")
+    model, tokenizer = load_model(args.run)
+    guesses = guess(model.generator if electra else model, tokenizer, args.text, top_k=args.top_k)
+    if args.json:
+        print(json.dumps([[{"token": t, "score": p} for t, p in g] for g in guesses]))
+        return
+    for i, options in enumerate(guesses, 1):
+        print(f"[MASK] {i}: " + "  ".join(f"{token} ({p:.3f})" for token, p in options))
+
+
+def export_hf(args: argparse.Namespace) -> None:
+    "Write a run's newest checkpoint and tokenizer as a folder HF transformers loads (from_pretrained, pipeline)."
+    from .interop import save_pretrained_hf
+    from .model_factory import load_model
+
+    out, run = Path(args.output), Path(args.run)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"{out} is a file, not a folder; choose a folder to write the model into")
+    if run.is_dir() and (out.resolve() == run.resolve() or run.resolve() in out.resolve().parents):
+        raise UsageError(f"{out} is the run folder {run} (or inside it), whose files the export would replace; "
+                         f"choose another folder")
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise UsageError(f"{out} exists and is not empty; pass --overwrite to replace its files, or choose another one")
+    model, tokenizer = load_model(args.run)
+    save_pretrained_hf(model, tokenizer, out)
+    auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
+                                                                 type(model).__name__.replace("Bert", "AutoModel"))
+    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r})")
+
+
+def info(args: argparse.Namespace) -> None:
+    "Describe a run: model, training settings, checkpoints and the latest metrics."
+    from .checkpoints import checkpoints
+
+    model_config, cfg, tokenizer = load_run(args.run)
+    records = read_metrics(Path(args.run) / "metrics.jsonl")
+    train = [r for r in records if "loss" in r]
+    valid = [r for r in records if r.get("split") == "validation"]
+    summary = {"run": str(args.run), "model": model_config.to_dict(), "training": cfg.to_dict(),
+               "vocabulary": tokenizer.get_vocab_size(), "checkpoints": [c.name for c in checkpoints(args.run)],
+               "last_train": train[-1] if train else None, "last_validation": valid[-1] if valid else None}
+    if args.json:
+        print(json.dumps(summary))
+        return
+    m = model_config
+    print(f"run {args.run}")
+    print(f"  model       {m.num_hidden_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} heads, "
+          f"vocabulary {m.vocab_size:,}, {m.norm_style}-LN")
+    length = f"{cfg.max_steps} steps" if cfg.max_steps else f"{cfg.epochs} epochs"
+    print(f"  training    {length}, batch {cfg.batch_size}, lr {cfg.lr}, {cfg.schedule} schedule, seed {cfg.seed}")
+    print(f"  checkpoints {', '.join(summary['checkpoints']) or 'none yet'}")
+    for name, entry in (("last step", summary["last_train"]), ("validation", summary["last_validation"])):
+        if entry:
+            print(f"  {name:<11} " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in entry.items() if k != "split"))

@@ -1,0 +1,95 @@
+"""The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on
+sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is
+`pretraining_data`.
+
+Written by hand; notebook 07 uses it.
+"""
+
+__all__ = ["check_settings", "pretraining_data", "pretrain"]
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+import torch
+from tokenizers import Tokenizer
+
+from .config import BertConfig
+from .corpus import wikitext_corpus
+from .devices import resolve_device
+from .lifecycle import open_run
+from .model_factory import build_model
+from .objectives import train
+from .packed_data import PackedDataset
+from .pretraining_data import PretrainingDataset, evaluation_loader
+from .runs import check_vocabulary
+from .time_budget import same_on_every_process, steps_for_budget
+from .tokenizer import train_wikitext_tokenizer
+from .train_config import PretrainConfig, PretrainDataConfig
+
+
+def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
+    "Raise a ValueError for settings that cannot work together here, before anything is written."
+    resolve_device(cfg.device)
+    if cfg.max_seq_len > model_config.max_position_embeddings:
+        raise ValueError(f"max_seq_len={cfg.max_seq_len} is longer than the model's max_position_embeddings="
+                         f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
+
+
+def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
+                     ) -> tuple[PretrainingDataset | PackedDataset, torch.utils.data.DataLoader]:
+    """The training data of a run on WikiText-2's train split: sentence pairs for BERT's objective, packed
+    sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); and its validation batches."""
+    corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
+        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
+                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    else:
+        dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
+                                mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+    valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
+                                     data_config=cfg.data_config, data_dir=data_dir)
+    return dataset, valid_loader
+
+
+def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
+             cfg: PretrainConfig | None = None, *, tokenizer: Tokenizer | None = None, data_dir: str | None = None,
+             resume: bool = False, on_log: Callable[[dict], None] | None = None,
+             show_progress: bool = True) -> list[dict]:
+    """Pre-train BERT on WikiText-2 into the run folder `output_dir` and return the metric records.
+
+    A new run needs `model_config` and `cfg` (the tokenizer is trained on the train split unless given) and
+    an `output_dir` that does not exist or is empty; the settings are checked before anything is written.
+    `resume=True` continues the run in `output_dir` from its newest checkpoint (or from the start, if it
+    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS`.
+
+    With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
+    for as many steps as fit; the run folder records that number, so resuming it is exact."""
+    started = time.perf_counter()
+    with open_run(output_dir, cfg, PretrainConfig, resume) as run:
+        cfg = run.cfg
+        if resume:
+            model_config, tokenizer = run.model_config, run.tokenizer
+            if cfg.max_steps is None and cfg.epochs is None:
+                raise ValueError("a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
+                                 "it, not a time budget")
+        elif model_config is None:
+            raise ValueError("a new run needs model_config")
+        check_settings(model_config, cfg)
+        if tokenizer is None:
+            tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config, data_dir=data_dir)
+        check_vocabulary(tokenizer, model_config, "the tokenizer given")
+        dataset, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
+        calibration = None
+        if cfg.max_steps is None and cfg.epochs is None:
+            steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,
+                                                  cfg.time_budget - (time.perf_counter() - started))
+            cfg = replace(cfg, max_steps=same_on_every_process(steps))
+        run.record(model_config, cfg, tokenizer)
+        if calibration is not None and on_log is not None:
+            on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
+        torch.manual_seed(cfg.seed)
+        model = build_model(model_config, cfg)
+        return train(model, dataset, cfg, valid_loader=valid_loader, run_dir=run.run_dir, resume=resume, on_log=on_log,
+                     show_progress=show_progress)

@@ -1,0 +1,55 @@
+"""The training process and its peers: the process group that `torchrun` describes (this process's rank among how
+many), and Ctrl-C or SIGTERM turned into a request that the training loop honours between steps.
+
+Written by hand: plumbing that notebook 07's loop uses; the notebook explains what it is for.
+"""
+
+__all__ = ["world", "init_distributed", "stop_signals"]
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+
+def world() -> tuple[int, int]:
+    "(number of processes, this process's rank): (1, 0) outside `torchrun`."
+    return (dist.get_world_size(), dist.get_rank()) if dist.is_initialized() else (1, 0)
+
+
+def init_distributed() -> bool:
+    "Join the process group that `torchrun` describes in the environment; True if this call created it."
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or dist.is_initialized():
+        return False
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return True
+
+
+@contextmanager
+def stop_signals() -> Iterator[list[int]]:
+    """Turn the first SIGINT or SIGTERM into a request (the list it yields gets the signal number), which the
+    loop honours between steps; a second signal takes the usual way out at once."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield received
+        return
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def request_stop(signum, frame) -> None:
+        received.append(signum)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+    for s in previous:
+        signal.signal(s, request_stop)
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
