@@ -331,7 +331,7 @@ def fill_mask(args: argparse.Namespace) -> None:
 
 def export_hf(args: argparse.Namespace) -> None:
     "Write a run's newest checkpoint and tokenizer as a folder HF transformers loads (from_pretrained, pipeline)."
-    from .interop import save_pretrained_hf
+    from .interop import OWN_CLASSES, hf_class, save_pretrained_hf
 
     out, run = Path(args.output), Path(args.run)
     if out.exists() and not out.is_dir():
@@ -348,7 +348,8 @@ def export_hf(args: argparse.Namespace) -> None:
         raise UsageError(str(err)) from err
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
                                                                  type(model).__name__.replace("Bert", "AutoModel"))
-    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r})")
+    trust = ", trust_remote_code=True" if hf_class(model) in OWN_CLASSES.values() else ""  # its code is in the folder
+    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r}{trust})")
 
 
 def info(args: argparse.Namespace) -> None:

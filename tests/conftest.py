@@ -2,12 +2,14 @@
 
 - WikiText-2 comes from $BERTLIB_DATA_DIR when set (CI), else from the hub.
 - One WikiText tokenizer is trained per session and shared (`fast_tokenizer`, `tokenizer_file`).
-- Nothing is written outside temporary folders: the corpus cache goes to a session folder.
+- Nothing is written outside temporary folders: the corpus cache goes to a session folder, and the code that
+  `transformers` loads with `trust_remote_code=True` to the test's folder (`remote_code`).
 - `pytest -m "not slow"` is the fast lane; notebook replays (nbval) count as slow.
 - A missing tool (a browser, say) skips a test on a developer's machine and fails it under CI (`CI=1`, set by
   `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
 """
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +46,21 @@ def _cache_in_a_temporary_folder(tmp_path_factory):
         os.environ.pop("BERTLIB_CACHE_DIR", None)
     else:
         os.environ["BERTLIB_CACHE_DIR"] = previous
+
+
+@pytest.fixture
+def remote_code(tmp_path, monkeypatch):
+    """`transformers` offline, keeping the code it loads with `trust_remote_code=True` under tmp_path instead of
+    ~/.cache/huggingface/modules. Both settings are read when `transformers` is imported, so they are patched too."""
+    import huggingface_hub
+    import transformers.dynamic_module_utils as dynamic
+
+    modules = str(tmp_path / "hf_modules")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # transformers appends the folder to it
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_MODULES_CACHE", modules)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", modules)
 
 
 @pytest.fixture(scope="session")

@@ -46,9 +46,10 @@ def test_conversion_keeps_mode_dtype_and_config():
 
 
 def test_unsupported_options_raise_clear_errors():
-    with pytest.raises(ValueError, match="norm_style='pre' cannot be exported: HF transformers' BERT supports only "
-                                         "norm_style='post'"):
-        interop.to_transformers(BertForPreTraining(small_config(norm_style="pre")))
+    # HF's BERT classes hold no Pre-LN model (to_transformers picks bertlib's own class instead: test_remote_code)
+    with pytest.raises(ValueError, match="norm_style='pre' cannot be exported as BertForPreTraining: HF transformers' "
+                                         "BERT family supports only norm_style='post'"):
+        interop.to_hf_config(small_config(norm_style="pre"))
     hf_config = interop.to_hf_config(small_config())
     hf_config.is_decoder = True
     with pytest.raises(ValueError, match="is_decoder=True is not supported by bertlib"):
