@@ -212,7 +212,7 @@ def test_the_seed_snippet_runs_on_an_exported_modern_run_without_bertlib(tmp_pat
     assert "trust_remote_code=True" in capsys.readouterr().out.splitlines()[-1]
 
     text = "the river flows into the [MASK] ."
-    answer = tmp_path / "answer.json"  # the snippet runs offline, its modules cache in tmp_path (`remote_code`)
+    answer = tmp_path / "answer.json"  # the snippet runs offline, its modules cache in a session folder
     result = subprocess.run([sys.executable, "-c", SEED_SNIPPET, str(out), text, str(answer)], cwd=tmp_path,
                             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
