@@ -258,7 +258,8 @@ def fill_mask(args: argparse.Namespace) -> None:
 
 def export_hf(args: argparse.Namespace) -> None:
     "Write a run's newest checkpoint and tokenizer as a folder HF transformers loads (from_pretrained, pipeline)."
-    from .interop import save_pretrained_hf
+    from .hf_folders import save_pretrained_hf
+    from .interop import OWN_CLASSES, hf_class
     from .model_factory import load_model
 
     out, run = Path(args.output), Path(args.run)
@@ -273,7 +274,8 @@ def export_hf(args: argparse.Namespace) -> None:
     save_pretrained_hf(model, tokenizer, out)
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
                                                                  type(model).__name__.replace("Bert", "AutoModel"))
-    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r})")
+    trust = ", trust_remote_code=True" if hf_class(model) in OWN_CLASSES.values() else ""  # its code is in the folder
+    print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r}{trust})")
 
 
 def info(args: argparse.Namespace) -> None:

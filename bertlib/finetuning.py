@@ -26,7 +26,7 @@ from .checkpoints import best_checkpoint, checkpoints, load_training_state, save
 from .config import BertConfig
 from .devices import autocast, eval_mode, to_device
 from .finetune_data import TaskFeatures, best_spans, encode_task, word_predictions
-from .interop import load_hf_encoder
+from .hf_folders import load_hf_encoder
 from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model

@@ -1,34 +1,28 @@
-"""Conversion between bertlib's BERT and HF `transformers`' BERT (weights, configs, tokenizer, saved directory):
-the pre-training model and every fine-tuning head, both ways, ELECTRA's discriminator as HF's, and the encoder of
-any HF BERT checkpoint (a hub id or a folder) for fine-tuning with bertlib.
+"""Conversion between bertlib's BERT and HF `transformers`' BERT (parameter names, configs, weights): the
+pre-training model and every fine-tuning head, both ways, and ELECTRA's discriminator as HF's. A model that no
+`transformers` class holds (Pre-LN, for one) converts to bertlib's own classes (`bertlib.hf_remote`). Folders as
+transformers writes and reads them are `bertlib.hf_folders`'.
 
 Written by hand; notebook 05 presents it.
 """
 
-import contextlib
 import dataclasses
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
-import tokenizers
 import torch
 import transformers
-from tokenizers import decoders
 
 from .config import ACTIVATIONS, BertConfig
 from .electra import ElectraForPreTraining
 from .encoder import HF_LAYER_NAMES
 from .heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from .hf_remote import configuration_bertlib, modeling_bertlib
 from .model import BertForPreTraining
-from .tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 
-__all__ = ["SPECIAL_TOKENS", "HF_CLASSES", "ROFORMER_CLASSES", "ALBERT_CLASSES", "hf_name", "hf_names", "albert_name",
-           "electra_name",
-           "to_hf_config", "from_hf_config", "to_transformers", "from_transformers", "to_hf_tokenizer",
-           "save_pretrained_hf", "load_hf_encoder"]
+__all__ = ["HF_CLASSES", "ROFORMER_CLASSES", "ALBERT_CLASSES", "OWN_CLASSES", "OWN_AUTO_MAP",
+           "hf_name", "hf_names", "albert_name", "electra_name", "hf_class",
+           "to_hf_config", "from_hf_config", "to_transformers", "from_transformers"]
 
 BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
                 | BertForQuestionAnswering | ElectraForPreTraining)
@@ -65,6 +59,20 @@ _ELECTRA_MODULE_NAMES = {"bert.embeddings.layer_norm": "electra.embeddings.Layer
                          "bert.embeddings.projection": "electra.embeddings_project",
                          "rtd_head.dense": "discriminator_predictions.dense",
                          "rtd_head.prediction": "discriminator_predictions.dense_prediction"}
+# ... and for every model that none of these holds, bertlib's own classes (`bertlib/hf_remote`), under our names. An
+# export copies their two files beside the weights, and its config's `auto_map` points `transformers`' Auto classes
+# at them, so `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)` builds them without bertlib.
+OWN_CLASSES = {BertForPreTraining: modeling_bertlib.BertlibForMaskedLM,
+               BertForSequenceClassification: modeling_bertlib.BertlibForSequenceClassification,
+               BertForTokenClassification: modeling_bertlib.BertlibForTokenClassification,
+               BertForQuestionAnswering: modeling_bertlib.BertlibForQuestionAnswering}
+OWN_AUTO_MAP = {auto: f"{cls.__module__.rpartition('.')[2]}.{cls.__name__}" for auto, cls in (
+    ("AutoConfig", configuration_bertlib.BertlibConfig), ("AutoModel", modeling_bertlib.BertlibModel),
+    ("AutoModelForMaskedLM", modeling_bertlib.BertlibForMaskedLM),
+    ("AutoModelForSequenceClassification", modeling_bertlib.BertlibForSequenceClassification),
+    ("AutoModelForTokenClassification", modeling_bertlib.BertlibForTokenClassification),
+    ("AutoModelForQuestionAnswering", modeling_bertlib.BertlibForQuestionAnswering))}
+_NO_NSP = ("bert.pooler.", "nsp_head.")  # what a masked-LM class leaves out of a pre-training model
 
 
 def _albert(config: BertConfig) -> bool:
@@ -82,7 +90,6 @@ def electra_name(key: str) -> str:
     return _rename(key, "electra.encoder.layer.{}", HF_LAYER_NAMES, _ELECTRA_MODULE_NAMES, "electra.")
 
 _OURS_ONLY = ("norm_style", "rope_theta", "embedding_size", "share_layers")  # fields HF's BertConfig lacks
-SPECIAL_TOKENS = {"pad_token": PAD, "unk_token": UNK, "cls_token": CLS, "sep_token": SEP, "mask_token": MASK}
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
 _HF_MODULE_NAMES = {
     "bert.embeddings.layer_norm": "bert.embeddings.LayerNorm",
@@ -128,21 +135,28 @@ def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
                  label_names: Sequence[str] | None = None) -> transformers.PretrainedConfig:
     """The `transformers` config of the same model (for the HF class `architecture`, and a head's label names
     as `id2label`): a `BertConfig`, for rotary positions a `RoFormerConfig`, for ALBERT's factorised
-    embeddings or shared layers an `AlbertConfig`, for ELECTRA's discriminator an `ElectraConfig`; raises
-    ValueError for options HF lacks."""
-    if config.norm_style != "post":
-        raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported: HF transformers' BERT "
-                         f"supports only norm_style='post' (LayerNorm after each residual sum)")
+    embeddings or shared layers an `AlbertConfig`, for ELECTRA's discriminator an `ElectraConfig`, and for one of
+    bertlib's own classes (`OWN_CLASSES`) a `BertlibConfig` whose `auto_map` points at them; raises ValueError for
+    options the HF class lacks."""
+    if architecture in {cls.__name__ for cls in OWN_CLASSES.values()}:
+        return configuration_bertlib.BertlibConfig(**config.to_dict(), **_labels(label_names),
+                                                   architectures=[architecture], auto_map=OWN_AUTO_MAP)
     fields = {k: v for k, v in config.to_dict().items() if k not in _OURS_ONLY}
     if architecture == "ElectraForPreTraining":
-        if config.share_layers or config.position_embedding_type != "absolute":
-            raise ValueError("an ELECTRA model with shared layers or rotary positions cannot be exported: HF ELECTRA "
-                             "has one layer per depth and a learned position table")
+        if config.norm_style != "post" or config.share_layers or config.position_embedding_type != "absolute":
+            raise ValueError(f"an ELECTRA model with norm_style={config.norm_style!r}, shared layers or rotary "
+                             f"positions cannot be exported: HF ELECTRA is Post-LN, with one layer per depth and a "
+                             f"learned position table, and bertlib's own classes have no ELECTRA head")
         del fields["position_embedding_type"]
         return transformers.ElectraConfig(**fields, embedding_size=config.embedding_width, architectures=[architecture])
+    if config.norm_style != "post":
+        raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported as {architecture}: HF "
+                         f"transformers' BERT family supports only norm_style='post' (LayerNorm after each residual "
+                         f"sum); to_transformers exports it as bertlib's own class instead")
     if _albert(config):
         if config.position_embedding_type != "absolute":
-            raise ValueError("an ALBERT-style model with rotary positions cannot be exported: HF has no such class")
+            raise ValueError("an ALBERT-style model with rotary positions cannot be exported as HF ALBERT, which has a "
+                             "learned position table; to_transformers exports it as bertlib's own class instead")
         del fields["position_embedding_type"]
         return transformers.AlbertConfig(**{**fields, "embedding_size": config.embedding_width},
                                          num_hidden_groups=1 if config.share_layers else config.num_hidden_layers,
@@ -151,8 +165,8 @@ def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
     if config.position_embedding_type == "absolute":
         return transformers.BertConfig(**fields, **_labels(label_names), architectures=[architecture])
     if config.rope_theta != 10000.0:
-        raise ValueError(f"BertConfig.rope_theta={config.rope_theta:g} cannot be exported: HF RoFormer's rotary "
-                         f"angles use the base 10000")
+        raise ValueError(f"BertConfig.rope_theta={config.rope_theta:g} cannot be exported as HF RoFormer, whose rotary "
+                         f"angles use the base 10000; to_transformers exports it as bertlib's own class instead")
     del fields["position_embedding_type"]
     return transformers.RoFormerConfig(**fields, embedding_size=config.hidden_size, rotary_value=False,
                                        **_labels(label_names), architectures=[architecture])
@@ -212,35 +226,47 @@ def _our_class(model: torch.nn.Module) -> type:
     return by_name[type(model).__name__]
 
 
-def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
-    """The HF model of the same class (`HF_CLASSES`: `transformers.BertForPreTraining`, `...ForSequence-
-    Classification`, ...; with rotary positions `ROFORMER_CLASSES`) holding copies of `model`'s weights (same
-    device, dtype and mode) and its label names. An `ElectraForPreTraining` exports its discriminator as
-    `transformers.ElectraForPreTraining` (HF's discriminator class holds no generator)."""
+def hf_class(model: BertLibModel) -> type[transformers.PreTrainedModel]:
+    """The `transformers` class that `to_transformers` builds for `model`: HF's own where one holds it (`HF_CLASSES`;
+    with rotary positions `ROFORMER_CLASSES`; with ALBERT's savings `ALBERT_CLASSES`; ELECTRA's discriminator), else
+    bertlib's own (`OWN_CLASSES`, loaded with `trust_remote_code=True`): for Pre-LN, and for rotary positions at
+    another base than 10000, with ALBERT's savings or under a sequence classifier."""
     ours = _our_class(model)
     if ours is ElectraForPreTraining:
-        hf_model = transformers.ElectraForPreTraining(to_hf_config(model.config, "ElectraForPreTraining"))
+        return transformers.ElectraForPreTraining
+    config = model.config
+    albert, rope = _albert(config), config.position_embedding_type == "rope"
+    roformer_holds = not albert and config.rope_theta == 10000.0 and ours in ROFORMER_CLASSES
+    if config.norm_style == "pre" or (rope and not roformer_holds):
+        return OWN_CLASSES[ours]
+    return (ALBERT_CLASSES if albert else ROFORMER_CLASSES if rope else HF_CLASSES)[ours]
+
+
+def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
+    """The HF model of class `hf_class(model)` (`transformers.BertForPreTraining`, `...ForSequenceClassification`,
+    ..., or bertlib's own) holding copies of `model`'s weights (same device, dtype and mode) and its label names. An
+    `ElectraForPreTraining` exports its discriminator as `transformers.ElectraForPreTraining` (HF's discriminator
+    class holds no generator); a pre-training model without an HF pre-training class exports as a masked LM."""
+    ours, cls = _our_class(model), hf_class(model)
+    if ours is ElectraForPreTraining:
+        hf_model = cls(to_hf_config(model.config, cls.__name__))
         return _match(_load_hf(hf_model, {electra_name(key): value for key, value in model.state_dict().items()
                                           if not key.startswith("generator.")}), model)
     if getattr(model, "pooling", "cls") != "cls":
-        raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification reads "
-                         f"the pooled [CLS] vector only (pooling='cls')")
-    albert, rope = _albert(model.config), model.config.position_embedding_type == "rope"
-    if rope and not albert and ours not in ROFORMER_CLASSES:
-        raise ValueError(f"a {ours.__name__} with rotary positions cannot be exported: HF RoFormer's sequence "
-                         f"classifier has its own head instead of BERT's pooled [CLS]")
-    hf_class = (ALBERT_CLASSES if albert else ROFORMER_CLASSES if rope else HF_CLASSES)[ours]
+        raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification (and "
+                         f"bertlib's own class) reads the pooled [CLS] vector only (pooling='cls')")
     labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
-    hf_model = hf_class(to_hf_config(model.config, hf_class.__name__, labels))
-    state = model.state_dict()
-    if albert:
-        hf_state = {albert_name(key): value for key, value in state.items()}
-        tied = _ALBERT_TIED
+    hf_model = cls(to_hf_config(model.config, cls.__name__, labels))
+    masked_lm = cls in (transformers.RoFormerForMaskedLM, modeling_bertlib.BertlibForMaskedLM)
+    state = {key: value for key, value in model.state_dict().items() if not (masked_lm and key.startswith(_NO_NSP))}
+    tied = {}
+    if cls in OWN_CLASSES.values():
+        hf_state = state  # our names, and the decoder is the embedding matrix itself
+    elif _albert(model.config):
+        hf_state, tied = {albert_name(key): value for key, value in state.items()}, _ALBERT_TIED
     else:
-        prefix = "roformer." if rope else "bert."
-        hf_state = {hf_name(key).replace("bert.", prefix, 1): value for key, value in state.items()
-                    if not (rope and key.startswith(("bert.pooler.", "nsp_head.")))}  # RoFormer has neither
-        tied = _HF_TIED
+        prefix = "roformer." if model.config.position_embedding_type == "rope" else "bert."
+        hf_state, tied = {hf_name(key).replace("bert.", prefix, 1): value for key, value in state.items()}, _HF_TIED
     if ours is BertForPreTraining:
         hf_state.update({hf_key: state[key] for hf_key, key in tied.items()})
     return _match(_load_hf(hf_model, hf_state), model)
@@ -278,87 +304,3 @@ def from_transformers(hf_model: transformers.PreTrainedModel) -> BertLibModel:
         model = cls(config) if cls in (BertForPreTraining, BertForQuestionAnswering) else cls(config, labels)
     model.load_state_dict({key: hf_state[hf_name(key)].clone() for key in model.state_dict()}, assign=True)
     return _match(model, hf_model)
-
-
-def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> transformers.PreTrainedTokenizerFast:
-    """Wrap a `tokenizers.Tokenizer` with BERT's special tokens for `transformers`.
-
-    Works on a copy. A tokenizer without a post-processor gets BERT's `[CLS] A [SEP] B [SEP]` template, and
-    one without a decoder gets the WordPiece decoder, so pipelines see the inputs the model was trained on."""
-    missing = [token for token in SPECIAL_TOKENS.values() if tokenizer.token_to_id(token) is None]
-    if missing:
-        raise ValueError(f"the tokenizer lacks the special token(s) {', '.join(missing)}; a BERT tokenizer needs "
-                         f"{', '.join(SPECIAL_TOKENS.values())}")
-    copy = tokenizers.Tokenizer.from_str(tokenizer.to_str())
-    if copy.post_processor is None:
-        add_bert_post_processor(copy)
-    if copy.decoder is None:
-        copy.decoder = decoders.WordPiece(prefix=CONTINUATION)
-    # segment ids are a model input: without them a sentence-pair pipeline would feed segment 0 everywhere
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=copy, model_max_length=model_max_length,
-                                                model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-                                                **SPECIAL_TOKENS)
-
-
-def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike) -> Path:
-    """Write `model` and `tokenizer` to the directory `path` in HF `transformers`' format and return it.
-
-    The directory holds the model as its HF class (safetensors and config.json, with a head's label names)
-    and the fast tokenizer, so `from_pretrained(path)` and the matching pipeline work: "fill-mask" for a
-    pre-trained model (`AutoModelForMaskedLM` drops the NSP head), "text-classification",
-    "token-classification" for a fine-tuned one (transformers 5 has no "question-answering" pipeline: load a
-    reader with `AutoModelForQuestionAnswering`). Files are written to a
-    temporary directory first and moved in one by one, so no file is ever left half-written."""
-    pad = tokenizer.token_to_id(SPECIAL_TOKENS["pad_token"])
-    if pad is not None and pad != model.config.pad_token_id:
-        raise ValueError(f"the tokenizer's [PAD] id is {pad} but BertConfig.pad_token_id={model.config.pad_token_id}")
-    if tokenizer.get_vocab_size() > model.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the model only "
-                         f"BertConfig.vocab_size={model.config.vocab_size}")
-    hf_tokenizer = to_hf_tokenizer(tokenizer, model.config.max_position_embeddings)
-    hf_model = to_transformers(model)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
-        hf_model.save_pretrained(tmp)
-        hf_tokenizer.save_pretrained(tmp)
-        path.mkdir(exist_ok=True)
-        for file in Path(tmp).iterdir():
-            os.replace(file, path / file.name)
-    return path
-
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Silence transformers' load report and progress bar: loading an encoder out of a pre-training checkpoint
-    leaves its heads' weights unused by design, and `load_encoder` reports what is new."""
-    verbosity, bar = transformers.logging.get_verbosity(), transformers.logging.is_progress_bar_enabled()
-    transformers.logging.set_verbosity_error()
-    transformers.logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-        if bar:
-            transformers.logging.enable_progress_bar()
-
-
-def load_hf_encoder(name_or_path: str | os.PathLike
-                    ) -> tuple[BertConfig, dict[str, torch.Tensor], tokenizers.Tokenizer]:
-    """The encoder of an HF BERT checkpoint (a hub id such as `google/bert_uncased_L-4_H-256_A-4`, or a local
-    folder laid out as on the hub): its `BertConfig`, its weights under bertlib's names (`bert.*`, for a head's
-    `load_encoder`) and its tokenizer. Its special tokens keep their own ids (Google's vocabulary puts `[CLS]`
-    at 101, not at 2).
-
-    The classes are BERT's own rather than the `Auto*` ones: Google's small BERTs carry a `config.json` that
-    predates `model_type` and only a `vocab.txt`, which `AutoTokenizer` of transformers 5 cannot place."""
-    with _quiet_transformers():
-        hf_model = transformers.BertModel.from_pretrained(name_or_path)
-        hf_tokenizer = transformers.BertTokenizer.from_pretrained(name_or_path)
-    config = from_hf_config(hf_model.config)
-    hf_state = hf_model.state_dict()
-    with torch.device("meta"):
-        names = [key for key in BertForPreTraining(config).state_dict() if key.startswith("bert.")]
-    state = {key: hf_state[hf_name(key).removeprefix("bert.")].clone() for key in names
-             if hf_name(key).removeprefix("bert.") in hf_state}
-    return config, state, tokenizers.Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())

@@ -2,7 +2,8 @@
 
 - WikiText-2 comes from $BERTLIB_DATA_DIR when set (CI), else from the hub.
 - One WikiText tokenizer is trained per session and shared (`fast_tokenizer`, `tokenizer_file`).
-- Nothing is written outside temporary folders: the corpus cache goes to a session folder.
+- Nothing is written outside temporary folders: the corpus cache goes to a session folder, and so does the code that
+  `transformers` loads with `trust_remote_code=True` (`remote_code`).
 - `pytest -m "not slow"` is the fast lane; notebook replays (nbval) count as slow.
 - A missing tool (a browser, say) skips a test on a developer's machine and fails it under CI (`CI=1`, set by
   `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
@@ -44,6 +45,25 @@ def _cache_in_a_temporary_folder(tmp_path_factory):
         os.environ.pop("BERTLIB_CACHE_DIR", None)
     else:
         os.environ["BERTLIB_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def _hf_modules(tmp_path_factory):
+    "One folder for the session: the package `transformers_modules` is imported from it once, and then stays."
+    return str(tmp_path_factory.mktemp("hf_modules"))
+
+
+@pytest.fixture
+def remote_code(_hf_modules, monkeypatch):
+    """`transformers` offline, keeping the code it loads with `trust_remote_code=True` in a session folder instead of
+    ~/.cache/huggingface/modules. Both settings are read when `transformers` is imported, so they are patched too."""
+    import huggingface_hub
+    import transformers.dynamic_module_utils as dynamic
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_MODULES_CACHE", _hf_modules)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(dynamic, "HF_MODULES_CACHE", _hf_modules)
 
 
 @pytest.fixture(scope="session")

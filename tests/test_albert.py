@@ -66,5 +66,8 @@ def test_albert_style_models_equal_hf_albert(share):
         assert type(hf_head).__name__.startswith("Albert")
         with torch.no_grad():
             assert torch.allclose(getattr(head(ids), name), getattr(hf_head(ids), name), atol=1e-5)
-    with pytest.raises(ValueError, match="rotary"):
-        interop.to_transformers(BertForPreTraining(small_config(share_layers=True, position_embedding_type="rope")))
+    # HF ALBERT has a position table: with rotary positions, bertlib's own class (test_remote_code)
+    rope = small_config(share_layers=True, position_embedding_type="rope")
+    assert interop.hf_class(BertForPreTraining(rope)) is interop.OWN_CLASSES[BertForPreTraining]
+    with pytest.raises(ValueError, match="rotary positions cannot be exported as HF ALBERT"):
+        interop.to_hf_config(rope, "AlbertForPreTraining")

@@ -10,7 +10,7 @@ import torch
 import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
-from bertlib import interop
+from bertlib import hf_folders
 from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state
 from bertlib.cli import main
 from bertlib.finetune_data import (
@@ -37,7 +37,7 @@ WORDS = "the cat sat on a mat while dogs barked loudly at strangers passing by ,
 
 @pytest.fixture(scope="module")
 def hf_tokenizer(fast_tokenizer):
-    return interop.to_hf_tokenizer(fast_tokenizer, 512)
+    return hf_folders.to_hf_tokenizer(fast_tokenizer, 512)
 
 
 def random_text(rng: random.Random, low: int, high: int) -> str:
@@ -162,7 +162,7 @@ def hf_source(tmp_path_factory, fast_tokenizer):
     folder = tmp_path_factory.mktemp("source")
     torch.manual_seed(0)
     config = small_config(vocab_size=fast_tokenizer.get_vocab_size(), max_position_embeddings=256)
-    interop.save_pretrained_hf(BertForPreTraining(config), fast_tokenizer, folder)
+    hf_folders.save_pretrained_hf(BertForPreTraining(config), fast_tokenizer, folder)
     return folder
 
 
@@ -195,7 +195,7 @@ def test_random_init_keeps_nothing_of_the_source(tmp_path, hf_source, task_data)
     finetune(tmp_path / "run", cfg, data_dir=task_data, on_log=events.append, show_progress=False)
     assert not any("event" in e for e in events)
     trained = load_model(tmp_path / "run")[0]
-    encoder = interop.load_hf_encoder(hf_source)[1]
+    encoder = hf_folders.load_hf_encoder(hf_source)[1]
     assert not torch.equal(trained.state_dict()["bert.embeddings.word_embeddings.weight"],
                            encoder["bert.embeddings.word_embeddings.weight"])
 
@@ -220,7 +220,7 @@ def test_exported_pair_classifier_and_reader_predict_as_bertlib_does(tmp_path):
     config = small_config(vocab_size=tokenizer.get_vocab_size())
     torch.manual_seed(3)
     classifier = BertForSequenceClassification(config, RTE_LABELS).eval()
-    folder = interop.save_pretrained_hf(classifier, tokenizer, tmp_path / "rte")
+    folder = hf_folders.save_pretrained_hf(classifier, tokenizer, tmp_path / "rte")
     pipe = transformers.pipeline("text-classification", model=str(folder), tokenizer=str(folder))
     for premise, hypothesis in (("the cat sat on the mat", "a dog ran"), ("a big red dog", "the dog is big")):
         ours = predict(classifier, tokenizer, "rte", premise, pair=hypothesis)
@@ -233,7 +233,7 @@ def test_exported_pair_classifier_and_reader_predict_as_bertlib_does(tmp_path):
     for seed in range(4):
         torch.manual_seed(seed)
         torch.nn.init.normal_(reader.qa_outputs.weight, std=0.5)
-        folder = interop.save_pretrained_hf(reader, tokenizer, tmp_path / f"squad{seed}")
+        folder = hf_folders.save_pretrained_hf(reader, tokenizer, tmp_path / f"squad{seed}")
         hf_model = transformers.AutoModelForQuestionAnswering.from_pretrained(folder).eval()
         inputs = transformers.AutoTokenizer.from_pretrained(folder)(question, context, return_offsets_mapping=True,
                                                                       return_tensors="pt")

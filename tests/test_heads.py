@@ -5,7 +5,7 @@ import torch
 import transformers
 from bert_testing import make_batch, small_config, wordpiece_tokenizer
 
-from bertlib import interop
+from bertlib import hf_folders, interop
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.tokenizer import add_bert_post_processor
@@ -103,7 +103,7 @@ def test_exported_classifiers_predict_the_same_through_transformers_pipelines(tm
     sequence, token, _ = heads(config)
     for model, task in ((sequence, "text-classification"), (token, "token-classification")):
         model.eval()
-        folder = interop.save_pretrained_hf(model, tokenizer, tmp_path / task)
+        folder = hf_folders.save_pretrained_hf(model, tokenizer, tmp_path / task)
         pipe = transformers.pipeline(task, model=str(folder), tokenizer=str(folder))
         for text in texts:
             encoding = tokenizer.encode(text)
@@ -122,8 +122,8 @@ def test_an_hf_checkpoint_folder_loads_as_an_encoder(tmp_path):
     torch.manual_seed(5)
     hf = transformers.BertModel(interop.to_hf_config(config))
     hf.save_pretrained(tmp_path)
-    interop.to_hf_tokenizer(tokenizer, 64).save_pretrained(tmp_path)
-    loaded_config, state, loaded_tokenizer = interop.load_hf_encoder(tmp_path)
+    hf_folders.to_hf_tokenizer(tokenizer, 64).save_pretrained(tmp_path)
+    loaded_config, state, loaded_tokenizer = hf_folders.load_hf_encoder(tmp_path)
     assert loaded_config == config and loaded_tokenizer.get_vocab() == tokenizer.get_vocab()
     model = BertForSequenceClassification(loaded_config)
     assert model.load_encoder(state) == ["classifier.bias", "classifier.weight"]

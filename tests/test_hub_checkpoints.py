@@ -8,7 +8,7 @@ import transformers
 from bert_testing import make_batch
 from hub_layouts import GOOGLE_SPECIALS, LAYOUTS, SIZES, google_vocab
 
-from bertlib import interop
+from bertlib import hf_folders, interop
 from bertlib.cli import main
 from bertlib.config import BertConfig
 from bertlib.model_factory import load_model
@@ -69,7 +69,7 @@ def test_hf_configs_fill_what_they_leave_out_with_berts_meaning_and_refuse_what_
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_hub_layout_folders_load_as_encoders_with_equal_outputs(tmp_path, layout):
     folder, hf = LAYOUTS[layout](tmp_path / layout)
-    config, state, tokenizer = interop.load_hf_encoder(folder)
+    config, state, tokenizer = hf_folders.load_hf_encoder(folder)
     assert (config.vocab_size, config.hidden_size, config.num_hidden_layers) == (len(google_vocab()), 48, 2)
     # the vocabulary's own special ids, Google's [CLS] at 101, and the uncased tokenizer's pieces
     reference = transformers.BertTokenizer.from_pretrained(folder)

@@ -6,7 +6,7 @@ import transformers
 from bert_testing import make_batch, model_pair, small_config, wordpiece_tokenizer
 from tokenizers import Tokenizer, models
 
-from bertlib import interop
+from bertlib import hf_folders, interop
 from bertlib.config import BertConfig
 from bertlib.model import BertForPreTraining
 
@@ -46,9 +46,10 @@ def test_conversion_keeps_mode_dtype_and_config():
 
 
 def test_unsupported_options_raise_clear_errors():
-    with pytest.raises(ValueError, match="norm_style='pre' cannot be exported: HF transformers' BERT supports only "
-                                         "norm_style='post'"):
-        interop.to_transformers(BertForPreTraining(small_config(norm_style="pre")))
+    # HF's BERT classes hold no Pre-LN model (to_transformers picks bertlib's own class instead: test_remote_code)
+    with pytest.raises(ValueError, match="norm_style='pre' cannot be exported as BertForPreTraining: HF transformers' "
+                                         "BERT family supports only norm_style='post'"):
+        interop.to_hf_config(small_config(norm_style="pre"))
     hf_config = interop.to_hf_config(small_config())
     hf_config.is_decoder = True
     with pytest.raises(ValueError, match="is_decoder=True is not supported by bertlib"):
@@ -63,14 +64,14 @@ def test_unsupported_options_raise_clear_errors():
 
 def test_hf_tokenizer_wrapper_adds_bert_template_and_leaves_the_original_alone():
     tokenizer = wordpiece_tokenizer()
-    hf_tokenizer = interop.to_hf_tokenizer(tokenizer, 64)
+    hf_tokenizer = hf_folders.to_hf_tokenizer(tokenizer, 64)
     ids = hf_tokenizer("the cat sat", "on the mat")["input_ids"]
     assert ids[0] == 2 and ids.count(3) == 2 and ids[-1] == 3
     assert (hf_tokenizer.mask_token_id, hf_tokenizer.pad_token_id, hf_tokenizer.model_max_length) == (4, 0, 64)
     assert tokenizer.post_processor is None
     no_mask = Tokenizer(models.WordPiece({"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3, "cat": 4}, unk_token="[UNK]"))
     with pytest.raises(ValueError, match=r"lacks the special token\(s\) \[MASK\]; a BERT tokenizer needs"):
-        interop.to_hf_tokenizer(no_mask, 64)
+        hf_folders.to_hf_tokenizer(no_mask, 64)
 
 
 @pytest.mark.slow
@@ -80,7 +81,7 @@ def test_saved_directory_loads_in_transformers_and_fill_mask_agrees(tmp_path):
                                     initializer_range=0.5)  # large weights: well separated top-5
     torch.manual_seed(0)
     model = BertForPreTraining(config).eval()
-    path = interop.save_pretrained_hf(model, tokenizer, tmp_path / "export")
+    path = hf_folders.save_pretrained_hf(model, tokenizer, tmp_path / "export")
     assert json.loads((path / "config.json").read_text())["architectures"] == ["BertForPreTraining"]
     assert not list(tmp_path.glob(".export.*"))  # the temporary directory is gone
 
@@ -103,10 +104,10 @@ def test_save_rejects_a_tokenizer_that_does_not_fit(tmp_path):
     tokenizer = wordpiece_tokenizer()
     model = BertForPreTraining(small_config(vocab_size=tokenizer.get_vocab_size() - 1))
     with pytest.raises(ValueError, match="the tokenizer has .* tokens but the model only BertConfig.vocab_size"):
-        interop.save_pretrained_hf(model, tokenizer, tmp_path / "x")
+        hf_folders.save_pretrained_hf(model, tokenizer, tmp_path / "x")
     model = BertForPreTraining(small_config(vocab_size=tokenizer.get_vocab_size(), pad_token_id=1))
     with pytest.raises(ValueError, match=r"\[PAD\] id is 0 but BertConfig.pad_token_id=1"):
-        interop.save_pretrained_hf(model, tokenizer, tmp_path / "x")
+        hf_folders.save_pretrained_hf(model, tokenizer, tmp_path / "x")
     assert not (tmp_path / "x").exists()
 
 
@@ -115,8 +116,8 @@ def test_save_overwrites_an_existing_export(tmp_path):
     config = small_config(vocab_size=tokenizer.get_vocab_size())
     first, _ = model_pair(config, seed=1)
     second, _ = model_pair(config, seed=2)
-    interop.save_pretrained_hf(first, tokenizer, tmp_path)
-    interop.save_pretrained_hf(second, tokenizer, tmp_path)
+    hf_folders.save_pretrained_hf(first, tokenizer, tmp_path)
+    hf_folders.save_pretrained_hf(second, tokenizer, tmp_path)
     transformers.logging.set_verbosity_error()
     loaded = interop.from_transformers(transformers.BertForPreTraining.from_pretrained(tmp_path))
     inputs = make_batch(config, 2, 8)

@@ -62,8 +62,8 @@ def bertlib_imports(path: Path) -> set[str]:
     "The bertlib modules a module imports (relative or absolute, `from` or plain)."
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            found.update([node.module] if node.module else [a.name for a in node.names])
+        if isinstance(node, ast.ImportFrom) and node.level == 1:  # a subpackage's module counts as the subpackage
+            found.update([node.module.split(".")[0]] if node.module else [a.name for a in node.names])
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("bertlib"):
             found.add(node.module.removeprefix("bertlib").lstrip("."))
         elif isinstance(node, ast.Import):
@@ -106,6 +106,9 @@ def check_layers(rows: list[tuple[str, str, set[str]]], imports: dict[str, set[s
 def test_contributing_maps_every_module_and_its_imports():
     modules = {p.stem: bertlib_imports(p) for p in (ROOT / "bertlib").glob("*.py") if p.stem not in ("__init__",
                                                                                                    "_modidx")}
+    for init in (ROOT / "bertlib").glob("*/__init__.py"):  # a subpackage is one row, its modules' imports its own
+        files = list(init.parent.glob("*.py"))
+        modules[init.parent.name] = set().union(*map(bertlib_imports, files)) - {f.stem for f in files}
     problems = check_layers(layer_table((ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")), modules)
     assert not problems, "CONTRIBUTING.md's table of modules disagrees with the code:\n" + "\n".join(problems)
 
@@ -118,3 +121,14 @@ def test_the_layer_check_catches_an_import_that_reaches_up():
     assert any(p.startswith("config: the row lists") for p in problems)
     assert check_layers([("helpers", "files", {"config"}), ("model parts", "config", set())],
                         {"files": {"config"}, "config": set()}) == ["files imports config, which is not below it"]
+
+
+def test_the_files_for_transformers_import_only_torch_and_transformers():
+    # they are copied into exports, for people who have torch and transformers but not bertlib
+    for path in (ROOT / "bertlib" / "hf_remote").glob("*.py"):
+        nodes = list(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
+        absolute = {alias.name.split(".")[0] for node in nodes if isinstance(node, ast.Import) for alias in node.names}
+        absolute |= {node.module.split(".")[0] for node in nodes if isinstance(node, ast.ImportFrom) and not node.level}
+        relative = {(node.level, node.module) for node in nodes if isinstance(node, ast.ImportFrom) and node.level}
+        assert absolute <= {"torch", "transformers"}, f"{path.name} imports {sorted(absolute)}"
+        assert relative <= {(1, "configuration_bertlib")}, f"{path.name} imports {relative}"

@@ -6,7 +6,7 @@ import torch
 import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
-from bertlib import interop
+from bertlib import hf_folders, interop
 from bertlib.attention import rotate
 from bertlib.cli import build_parser
 from bertlib.config import BertConfig
@@ -68,7 +68,7 @@ def test_rope_pretraining_model_equals_hf_roformer():
     assert torch.allclose(ours_loss, theirs_loss, atol=1e-5)
 
 
-def test_rope_token_and_span_heads_equal_hf_roformer_and_the_classifier_is_refused():
+def test_rope_token_and_span_heads_equal_hf_roformer_and_the_rest_get_bertlib_s_own_classes():
     torch.manual_seed(1)
     config = rope_config()
     ids = torch.randint(5, config.vocab_size, (2, 12))
@@ -77,10 +77,13 @@ def test_rope_token_and_span_heads_equal_hf_roformer_and_the_classifier_is_refus
         hf_model = interop.to_transformers(model.eval())
         with torch.no_grad():
             assert torch.allclose(getattr(model(ids), name), getattr(hf_model(ids), name), atol=1e-5)
-    with pytest.raises(ValueError, match="RoFormer's sequence classifier"):
-        interop.to_transformers(BertForSequenceClassification(config))
-    with pytest.raises(ValueError, match="rope_theta"):
-        interop.to_transformers(BertForPreTraining(rope_config(rope_theta=500.0)))
+    # RoFormer's sequence classifier is not BERT's pooled [CLS], and its angles use the base 10000: those models
+    # export as bertlib's own classes (test_remote_code), and RoFormer's config refuses the other base
+    assert interop.hf_class(BertForSequenceClassification(config)) is interop.OWN_CLASSES[BertForSequenceClassification]
+    own_mlm = interop.OWN_CLASSES[BertForPreTraining]
+    assert interop.hf_class(BertForPreTraining(rope_config(rope_theta=500.0))) is own_mlm
+    with pytest.raises(ValueError, match="rope_theta=500 cannot be exported as HF RoFormer"):
+        interop.to_hf_config(rope_config(rope_theta=500.0), "RoFormerForMaskedLM")
     with pytest.raises(ValueError, match="must be even"):
         small_config(position_embedding_type="rope", hidden_size=12, num_attention_heads=4)
 
@@ -89,7 +92,7 @@ def test_a_saved_rope_model_loads_as_a_masked_lm(tmp_path):
     tokenizer = add_bert_post_processor(wordpiece_tokenizer())
     torch.manual_seed(2)
     model = BertForPreTraining(rope_config(vocab_size=tokenizer.get_vocab_size())).eval()
-    interop.save_pretrained_hf(model, tokenizer, tmp_path)
+    hf_folders.save_pretrained_hf(model, tokenizer, tmp_path)
     hf_model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path).eval()
     assert type(hf_model) is transformers.RoFormerForMaskedLM
     ids = torch.tensor([tokenizer.encode("the cat sat on the mat").ids])

@@ -1,7 +1,7 @@
 """Every variant of issue 16 goes through the same command line as BERT: pre-train, resume, evaluate, fine-tune
-and export (or a one-line refusal where `transformers` has no class for it); and rotary positions score
-sequences longer than it was trained on with nothing untrained, where a position table has rows that never
-learned."""
+and export (as bertlib's own class, loaded with `trust_remote_code=True`, where `transformers` has none); and rotary
+positions score sequences longer than it was trained on with nothing untrained, where a position table has rows
+that never learned."""
 import json
 
 import pytest
@@ -12,18 +12,19 @@ from bert_testing import small_config
 from bertlib.cli import main
 from bertlib.model import BertForPreTraining
 
-VARIANTS = {  # switches on top of the tiny preset; the HF class its pre-training model loads as, or None
-    "rope": (["--position-embedding-type", "rope"], transformers.RoFormerForMaskedLM),
-    "pre-ln": (["--norm-style", "pre"], None),
-    "roberta": (["--objective", "mlm", "--mlm-probability", "0.3"], transformers.BertForMaskedLM),
-    "albert": (["--embedding-size", "32", "--share-layers", "--pairing", "sop"], transformers.AlbertForMaskedLM),
-    "modern": (["--position-embedding-type", "rope", "--norm-style", "pre", "--objective", "mlm"], None),
+VARIANTS = {  # switches on top of the tiny preset; the HF class its pre-training model loads as
+    "rope": (["--position-embedding-type", "rope"], "RoFormerForMaskedLM"),
+    "pre-ln": (["--norm-style", "pre"], "BertlibForMaskedLM"),
+    "roberta": (["--objective", "mlm", "--mlm-probability", "0.3"], "BertForMaskedLM"),
+    "albert": (["--embedding-size", "32", "--share-layers", "--pairing", "sop"], "AlbertForMaskedLM"),
+    "modern": (["--position-embedding-type", "rope", "--norm-style", "pre", "--objective", "mlm"],
+               "BertlibForMaskedLM"),
 }
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_variant_runs_through_the_command_line(variant, tmp_path, tokenizer_file, task_data, capsys,
-                                                 monkeypatch):
+                                                 monkeypatch, remote_code):
     monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
     switches, hf_class = VARIANTS[variant]
     run = tmp_path / variant
@@ -36,12 +37,10 @@ def test_a_variant_runs_through_the_command_line(variant, tmp_path, tokenizer_fi
     assert "mlm_perplexity" in json.loads(capsys.readouterr().out.splitlines()[-1])
     assert main(["finetune", "rte", "--from", str(run), "--output-dir", str(tmp_path / "rte"), "--max-steps", "1",
                  "--train-examples", "8", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]) == 0
-    code = main(["export-hf", str(run), str(tmp_path / "hf")])
-    if hf_class is None:  # HF has no Pre-LN BERT: refused in one line, nothing written
-        assert code == 2 and "norm_style" in capsys.readouterr().err and not (tmp_path / "hf").exists()
-    else:
-        assert code == 0
-        assert type(transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf")) is hf_class
+    assert main(["export-hf", str(run), str(tmp_path / "hf")]) == 0
+    own = hf_class.startswith("Bertlib")  # bertlib's own class: its code is in the folder
+    hf_model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf", trust_remote_code=own)
+    assert type(hf_model).__name__ == hf_class and type(hf_model).__module__.startswith("transformers_modules.") == own
 
 
 def test_training_at_one_length_leaves_the_table_rows_past_it_untrained():
