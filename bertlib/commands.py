@@ -98,14 +98,43 @@ def pretrain(args: argparse.Namespace) -> None:
         if ignored:
             raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
                              f"cannot change them; leave them out, or start a new run")
+        cfg = _settings(args, out, PretrainConfig)[0]
+    elif _no_choices(args):
+        model_config, cfg = _default_recipe()
     else:
         tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
         vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
         model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
                                                                         "vocab_size": vocab})
-    records = run_pretraining(out, model_config, _settings(args, out, PretrainConfig)[0], tokenizer=tokenizer,
-                              data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
+        cfg = _settings(args, out, PretrainConfig)[0]
+    records = run_pretraining(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
+                              resume=args.resume, on_log=_print_event)
     _report_pretraining(out, records, start)
+
+
+def _no_choices(args: argparse.Namespace) -> bool:
+    "Whether the user chose nothing about the model or its training (only where the run goes, and the data)."
+    chosen = given_options(args, PretrainConfig) | given_options(args, BertConfig)
+    return not chosen and args.preset is None and args.tokenizer is None and args.vocab_size is None
+
+
+def _default_recipe() -> tuple[BertConfig, PretrainConfig]:
+    "What `python -m bertlib pretrain` trains when told nothing: the course model's recipe for this machine, said."
+    import torch
+
+    from .course import course_configs
+
+    gpu = torch.cuda.is_available()
+    model_config, cfg = course_configs(quick=False, gpu=gpu)
+    if gpu:
+        print(f"recipe: the course model's, since there is a GPU ({torch.cuda.get_device_name(0)}): mini, "
+              f"{cfg.epochs:g} epochs of {cfg.batch_size}, {cfg.max_seq_len} tokens then {cfg.long_seq_len} for the last "
+              f"{cfg.long_share:.0%} of the steps, {cfg.mlm_probability:.0%} masked; any option chooses your own")
+    else:
+        print(f"recipe: no GPU, so the CPU's: mini, {cfg.max_steps:,} steps of {cfg.batch_size} sequences of "
+              f"{cfg.max_seq_len} tokens, {cfg.mlm_probability:.0%} masked (the course model's recipe needs a GPU); "
+              f"any option chooses your own")
+    return model_config, cfg
 
 
 def distil(args: argparse.Namespace) -> None:

@@ -26,7 +26,7 @@ from .model_factory import load_model
 from .objectives import MaskedLM, freeze_nsp
 from .pretraining import check_settings, pretraining_data
 from .runs import RunError, load_run
-from .tokenizer import PAD_ID
+from .tokenizer import PAD, PAD_ID
 from .train_config import SOFT_TARGETS, DistilConfig, FinetuneConfig
 from .trainer import fit
 
@@ -144,12 +144,13 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
         if resume and student.config != run.model_config:
             raise RunError(f"the teacher {cfg.teacher} is no longer the model {run.run_dir} was distilled from; "
                            f"restore it or start a new run")
-        run.record(student.config, cfg, run.tokenizer or tokenizer)
-        dataset, valid_loader = pretraining_data(cfg, run.tokenizer or tokenizer, data_dir)
+        tokenizer = run.tokenizer or tokenizer
+        run.record(student.config, cfg, tokenizer)
+        data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         if on_log is not None and not resume:
             picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
             on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})
         freeze_nsp(student)  # the NSP head and pooler stay the teacher's
         evaluate = partial(validation_metrics, loader=valid_loader, max_batches=cfg.eval_batches)
-        return fit(student, dataset, Distillation(teacher, cfg, dataset.pad_id), cfg, evaluate=evaluate,
+        return fit(student, data, Distillation(teacher, cfg, tokenizer.token_to_id(PAD)), cfg, evaluate=evaluate,
                    run_dir=run.run_dir, resume=resume, on_log=on_log, show_progress=show_progress)

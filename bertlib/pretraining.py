@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import torch
 from tokenizers import Tokenizer
+from torch.utils.data import DataLoader
 
 from .config import BertConfig
 from .corpus import wikitext_corpus
@@ -27,30 +28,38 @@ from .runs import check_vocabulary
 from .time_budget import same_on_every_process, steps_for_budget
 from .tokenizer import train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig
+from .trainer import Phase
 
 
 def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
     "Raise a ValueError for settings that cannot work together here, before anything is written."
     resolve_device(cfg.device)
-    if cfg.max_seq_len > model_config.max_position_embeddings:
-        raise ValueError(f"max_seq_len={cfg.max_seq_len} is longer than the model's max_position_embeddings="
+    longest = cfg.long_seq_len or cfg.max_seq_len
+    if longest > model_config.max_position_embeddings:
+        name = "long_seq_len" if cfg.long_seq_len else "max_seq_len"
+        raise ValueError(f"{name}={longest} is longer than the model's max_position_embeddings="
                          f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
 
 
 def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
-                     ) -> tuple[PretrainingDataset | PackedDataset, torch.utils.data.DataLoader]:
-    """The training data of a run on WikiText-2's train split: sentence pairs for BERT's objective, packed
-    sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); and its validation batches."""
+                     ) -> tuple[PretrainingDataset | PackedDataset | list[Phase], DataLoader]:
+    """The training data of a run on WikiText-2's train split, and its validation batches (at `max_seq_len`): sentence
+    pairs for BERT's objective, packed sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); with
+    `long_seq_len`, two `Phase`s, the last `long_share` of the steps on the longer sequences."""
     corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
-    if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
-        dataset = PretrainingDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed, pairing=cfg.pairing,
-                                     mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-    else:
-        dataset = PackedDataset(corpus, tokenizer, cfg.max_seq_len, seed=cfg.seed,
-                                mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+
+    def dataset(max_seq_len: int) -> PretrainingDataset | PackedDataset:
+        options = dict(seed=cfg.seed, mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
+        if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
+            return PretrainingDataset(corpus, tokenizer, max_seq_len, pairing=cfg.pairing, **options)
+        return PackedDataset(corpus, tokenizer, max_seq_len, **options)
+
     valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
                                      data_config=cfg.data_config, data_dir=data_dir)
-    return dataset, valid_loader
+    if cfg.long_seq_len is None:
+        return dataset(cfg.max_seq_len), valid_loader
+    return [Phase(dataset(cfg.max_seq_len), 1 - cfg.long_share), Phase(dataset(cfg.long_seq_len), cfg.long_share)], \
+        valid_loader
 
 
 def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
@@ -80,10 +89,10 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
         if tokenizer is None:
             tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config, data_dir=data_dir)
         check_vocabulary(tokenizer, model_config, "the tokenizer given")
-        dataset, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
+        data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         calibration = None
         if cfg.max_steps is None and cfg.epochs is None:
-            steps, calibration = steps_for_budget(model_config, cfg, dataset, valid_loader,
+            steps, calibration = steps_for_budget(model_config, cfg, data, valid_loader,
                                                   cfg.time_budget - (time.perf_counter() - started))
             cfg = replace(cfg, max_steps=same_on_every_process(steps))
         run.record(model_config, cfg, tokenizer)
@@ -91,5 +100,5 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
             on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
         torch.manual_seed(cfg.seed)
         model = build_model(model_config, cfg)
-        return train(model, dataset, cfg, valid_loader=valid_loader, run_dir=run.run_dir, resume=resume, on_log=on_log,
+        return train(model, data, cfg, valid_loader=valid_loader, run_dir=run.run_dir, resume=resume, on_log=on_log,
                      show_progress=show_progress)

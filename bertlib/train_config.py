@@ -135,6 +135,9 @@ class PretrainDataConfig(TrainConfig):
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
+    long_seq_len: int | None = _option(None, "train the last steps on sequences this long (BERT: 512 for the last "
+                                             "tenth), so that every position a fine-tuning task reads is trained")
+    long_share: float = _option(0.1, "the share of the steps at --long-seq-len")
 
     default_length: ClassVar[dict[str, Any]] = {"max_steps": 4000}
 
@@ -145,6 +148,15 @@ class PretrainDataConfig(TrainConfig):
         check_choice(f"{name}.pairing", self.pairing, get_args(Pairing))
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"{name}.mlm_probability={self.mlm_probability} is not valid; it must be in (0, 1)")
+        check_positive_ints(self, ("long_seq_len",))
+        if self.long_seq_len is not None and self.long_seq_len <= self.max_seq_len:
+            raise ValueError(f"{name}.long_seq_len={self.long_seq_len} is not valid; it must be longer than "
+                             f"max_seq_len={self.max_seq_len}")
+        if not 0 < self.long_share < 1:
+            raise ValueError(f"{name}.long_share={self.long_share} is not valid; it must be in (0, 1)")
+        if self.long_seq_len is not None and self.time_budget is not None:
+            raise ValueError(f"{name}.long_seq_len cannot go with a time budget, which is timed on the short "
+                             f"sequences; give max_steps or epochs")
 
 
 @dataclass
