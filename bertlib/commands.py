@@ -231,7 +231,7 @@ def predict(args: argparse.Namespace) -> None:
                          f"--from {args.run}), or use fill-mask")
     model, tokenizer = load_model(args.run)
     result = run_predict(model, tokenizer, cfg.task, args.text, pair=args.pair, question=args.question,
-                         max_seq_len=cfg.max_seq_len)
+                         max_seq_len=cfg.max_seq_len, doc_stride=cfg.doc_stride)
     if args.json:
         print(json.dumps(result))
     elif "probabilities" in result:

@@ -1,9 +1,10 @@
-"""What the environment asks of bertlib: quick mode, the local data folder, and the machine it runs on.
+"""What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, and the
+machine it runs on.
 
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
 """
 
-__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "quick_mode", "resolve_data_dir", "machine"]
+__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "RUNS_DIR_ENV", "quick_mode", "resolve_data_dir", "runs_dir", "machine"]
 
 import os
 import platform
@@ -11,6 +12,7 @@ from pathlib import Path
 
 QUICK_ENV = "BERTLIB_QUICK"
 DATA_DIR_ENV = "BERTLIB_DATA_DIR"
+RUNS_DIR_ENV = "BERTLIB_RUNS_DIR"
 
 
 def quick_mode() -> bool:
@@ -22,6 +24,12 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     "The local data folder: `data_dir` if given, else `$BERTLIB_DATA_DIR`, else None (use the hub)."
     chosen = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
     return None if chosen is None else Path(chosen).expanduser()
+
+
+def runs_dir() -> Path:
+    """Where the notebooks put the run folders they train: `$BERTLIB_RUNS_DIR` (the tests point it at a temporary
+    folder, so a replay leaves the checkout as it was), else `runs` beside the notebook."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
 
 
 def machine() -> str:

@@ -6,7 +6,7 @@ Written by hand; the fine-tuning notebook uses it.
 """
 
 __all__ = ["SELECTION_METRIC", "TaskObjective", "load_source", "item_outputs", "task_predictions", "evaluate_task",
-           "task_data", "finetune", "predict"]
+           "trained_length", "task_data", "finetune", "predict"]
 
 import json
 import math
@@ -31,7 +31,7 @@ from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
 from .pretraining_data import PaddingCollator
-from .runs import RunError, check_vocabulary
+from .runs import RunError, check_vocabulary, load_run
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
@@ -83,6 +83,17 @@ def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.
                        f"({str(err).splitlines()[0][:160]}); give a run folder (python -m bertlib pretrain "
                        f"--output-dir DIR), an HF BERT folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4"
                        ) from err
+
+
+def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
+    """The longest sequences the source's encoder was trained on, which fine-tuning must not exceed: a bertlib run's
+    training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
+    not record it; Google's BERTs trained their last phase at 512)."""
+    path = Path(source)
+    if not _is_bertlib_run(path):
+        return model_config.max_position_embeddings
+    cfg = load_run(path)[1]
+    return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings
 
 
 @torch.no_grad()
@@ -139,23 +150,31 @@ def _examples(cfg: FinetuneConfig, split: str, limit: int | None, data_dir: str 
     return quick_slice(examples, limit) if limit else examples
 
 
-def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfig, data_dir: str | None = None
-              ) -> tuple[FinetuneConfig, TaskFeatures, TaskFeatures, list[Any]]:
+def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfig, data_dir: str | None = None, *,
+              trained: int | None = None) -> tuple[FinetuneConfig, TaskFeatures, TaskFeatures, list[Any]]:
     """A run's training and validation features and its validation examples, with `cfg`'s defaults filled in: the
-    sequence length (384 for SQuAD, as BERT, else 128) and a validation and a checkpoint each epoch."""
+    sequence length (384 for SQuAD, as BERT, else 128, but never past `trained`, the length the encoder was
+    pre-trained on: the positions beyond it are untrained), SQuAD's stride (a third of it) and a validation and a
+    checkpoint each epoch."""
     if cfg.time_budget is not None or cfg.epochs is None and cfg.max_steps is None:
         raise ValueError("fine-tuning runs for a number of epochs or steps (time budgets are for pre-training)")
-    max_seq_len = cfg.max_seq_len or (384 if TASKS[cfg.task].kind == "span" else 128)
+    trained = trained or model_config.max_position_embeddings
+    max_seq_len = cfg.max_seq_len or min(384 if TASKS[cfg.task].kind == "span" else 128, trained)
     if max_seq_len > model_config.max_position_embeddings:
         raise ValueError(f"max_seq_len={max_seq_len} is longer than the model's max_position_embeddings="
                          f"{model_config.max_position_embeddings}")
+    if max_seq_len > trained and not cfg.untrained_positions:
+        raise ValueError(f"max_seq_len={max_seq_len} is longer than the {trained} tokens {cfg.source} was pre-trained "
+                         f"on, so the positions past {trained} are untrained; use --max-seq-len {trained} or less "
+                         f"(long SQuAD paragraphs slide in windows, --doc-stride), or pass --untrained-positions to "
+                         f"see why")
     train_examples = _examples(cfg, "train", cfg.train_examples, data_dir)
     eval_examples = _examples(cfg, "validation", cfg.eval_examples, data_dir)
-    encode = dict(doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+    encode = dict(doc_stride=cfg.doc_stride or max_seq_len // 3, max_query_len=cfg.max_query_len)
     train_features = encode_task(cfg.task, train_examples, tokenizer, max_seq_len, **encode)
     eval_features = encode_task(cfg.task, eval_examples, tokenizer, max_seq_len, **encode)
     per_epoch = math.ceil(len(train_features) / cfg.batch_size)
-    cfg = replace(cfg, max_seq_len=max_seq_len, eval_every=cfg.eval_every or per_epoch,
+    cfg = replace(cfg, max_seq_len=max_seq_len, doc_stride=encode["doc_stride"], eval_every=cfg.eval_every or per_epoch,
                   save_every=cfg.save_every or per_epoch)
     return cfg, train_features, eval_features, eval_examples
 
@@ -197,7 +216,9 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
         else:
             model_config, weights, tokenizer = load_source(cfg.source)
             check_vocabulary(tokenizer, model_config, cfg.source)
-        cfg, train_features, eval_features, eval_examples = task_data(cfg, tokenizer, model_config, data_dir)
+        trained = None if resume else trained_length(cfg.source, model_config)
+        cfg, train_features, eval_features, eval_examples = task_data(cfg, tokenizer, model_config, data_dir,
+                                                                      trained=trained)
         run.record(model_config, cfg, tokenizer)
         torch.manual_seed(cfg.seed)
         model = build_model(model_config, cfg)
@@ -216,10 +237,12 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
 
 
 def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pair: str | None = None,
-            question: str | None = None, max_seq_len: int | None = None) -> dict[str, Any]:
+            question: str | None = None, max_seq_len: int | None = None, doc_stride: int | None = None
+            ) -> dict[str, Any]:
     """What a fine-tuned `model` says about one input: for a classifier the probability of each label (`text`,
     and `pair` for a sentence-pair task), for a tagger the tag of each word and the entities, for question
-    answering the answer to `question` in `text` with its characters."""
+    answering the answer to `question` in `text` with its characters (windows of `max_seq_len` every `doc_stride`
+    pieces, as the run was fine-tuned)."""
     kind = TASKS[task].kind
     names = TASKS[task].label_names
     length = max_seq_len or min(model.config.max_position_embeddings, 384 if kind == "span" else 128)
@@ -245,7 +268,7 @@ def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pai
     if not question:
         raise ValueError("question answering needs a question (--question) about the text")
     example = SquadExample("question", "", text, question, ())
-    features = encode_task(task, [example], tokenizer, length)
+    features = encode_task(task, [example], tokenizer, length, doc_stride=doc_stride or length // 3)
     starts, ends = zip(*item_outputs(model, features), strict=True)
     start, end = best_spans(starts, ends, features.meta)["question"]
     return {"answer": text[start:end], "start": start, "end": end}

@@ -219,7 +219,8 @@ class FinetuneConfig(TrainConfig):
 
     epochs: float | None = _option(None, "passes over the training data (default: 3, unless --max-steps)")
     max_seq_len: int | None = _option(None, "tokens per sequence, special tokens included (default: 384 for "
-                                            "SQuAD, as BERT, 128 for the others)")
+                                            "SQuAD, as BERT, 128 for the others, but at most the length the "
+                                            "encoder was pre-trained on)")
     lr: float = _option(1e-4, "peak learning rate")
     warmup_ratio: float = _option(0.1, "share of the steps spent warming the learning rate up from 0")
     eval_every: int | None = _option(None, "steps between validations (default: one per epoch)")
@@ -233,9 +234,12 @@ class FinetuneConfig(TrainConfig):
     train_examples: int | None = _option(None, "train on this many examples, spread evenly over the split "
                                                  "(default: all)")
     eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
-    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph")
+    doc_stride: int | None = _option(None, "SQuAD: pieces between the starts of two windows over one paragraph "
+                                           "(default: a third of --max-seq-len, as BERT's 128 of 384)")
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
+    untrained_positions: bool = _option(False, "allow --max-seq-len past the length the encoder was pre-trained on "
+                                               "(its positions there are untrained; for the experiment only)")
 
     default_length: ClassVar[dict[str, Any]] = {"epochs": 3.0}
 

@@ -2,8 +2,8 @@
 
 - WikiText-2 comes from $BERTLIB_DATA_DIR when set (CI), else from the hub.
 - One WikiText tokenizer is trained per session and shared (`fast_tokenizer`, `tokenizer_file`).
-- Nothing is written outside temporary folders: the corpus cache goes to a session folder, and so does the code that
-  `transformers` loads with `trust_remote_code=True` (`remote_code`).
+- Nothing is written outside temporary folders: corpus caches, the run folders of the notebooks replayed, and the
+  code that `transformers` loads with `trust_remote_code=True` (`remote_code`) go to session folders.
 - `pytest -m "not slow"` is the fast lane; notebook replays (nbval) count as slow.
 - A missing tool (a browser, say) skips a test on a developer's machine and fails it under CI (`CI=1`, set by
   `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
@@ -36,15 +36,19 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _cache_in_a_temporary_folder(tmp_path_factory):
-    "Corpus caches of the tests go to a session folder, never to ~/.cache."
-    previous = os.environ.get("BERTLIB_CACHE_DIR")
-    os.environ["BERTLIB_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+def _written_to_temporary_folders(tmp_path_factory):
+    """What the tests and the notebooks they replay would write outside a test's own folder goes to session folders:
+    corpus caches (never ~/.cache), the notebooks' run folders (never notebooks/runs) and the code `transformers`
+    keeps for `trust_remote_code` (never ~/.cache/huggingface/modules). Kernels inherit these variables."""
+    folders = {"BERTLIB_CACHE_DIR": "cache", "BERTLIB_RUNS_DIR": "runs", "HF_MODULES_CACHE": "notebook_hf_modules"}
+    previous = {name: os.environ.get(name) for name in folders}
+    os.environ.update({name: str(tmp_path_factory.mktemp(folder)) for name, folder in folders.items()})
     yield
-    if previous is None:
-        os.environ.pop("BERTLIB_CACHE_DIR", None)
-    else:
-        os.environ["BERTLIB_CACHE_DIR"] = previous
+    for name, value in previous.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 @pytest.fixture(scope="session")

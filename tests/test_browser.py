@@ -3,7 +3,7 @@ the menu, then the attention widget must draw, and moving its layer slider must 
 
 Uses the system's Chromium (`apt-get install chromium`), never a browser downloaded by `playwright install`.
 Without it the test is skipped locally; under CI (`CI=1`, set by .ci/run) it fails instead, so CI really proves
-that the widget works. Screenshots go to tests/artifacts/ (ignored by git, kept by CI)."""
+that the widget works. Screenshots go to the test's temporary folder (pytest keeps the last few sessions' folders)."""
 
 import io
 import json
@@ -23,7 +23,6 @@ from conftest import missing_tool
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = "09_attention_maps.ipynb"
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = ROOT / "tests" / "artifacts"
 DONE_TEXT = "segment B starts after the first [SEP]"  # printed by the notebook's last code cell
 
 pytestmark = pytest.mark.slow
@@ -121,8 +120,7 @@ def playwright_api():
     return playwright.sync_api
 
 
-def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab):
-    ARTIFACTS.mkdir(exist_ok=True)
+def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab, tmp_path):
     with playwright_api.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -142,7 +140,7 @@ def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab):
             image = widget.locator("img").first
             image.wait_for(timeout=30_000)
             before_src, before = image.get_attribute("src"), widget.screenshot()
-            (ARTIFACTS / "attention_widget_layer0.png").write_bytes(before)
+            (tmp_path / "attention_widget_layer0.png").write_bytes(before)
 
             # drag the layer slider's handle to the far right: the last layer
             handle = widget.locator(".widget-slider .noUi-handle").first
@@ -156,9 +154,9 @@ def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab):
                                    timeout=30_000)
             readout = widget.locator(".widget-readout").first.inner_text().strip()
             after = widget.screenshot()
-            (ARTIFACTS / "attention_widget_last_layer.png").write_bytes(after)
+            (tmp_path / "attention_widget_last_layer.png").write_bytes(after)
         except Exception:
-            page.screenshot(path=str(ARTIFACTS / "jupyterlab_failure.png"), full_page=True)
+            page.screenshot(path=str(tmp_path / "jupyterlab_failure.png"), full_page=True)
             raise
         finally:
             browser.close()

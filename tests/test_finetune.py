@@ -4,6 +4,7 @@ stitching on hand-made cases, a fine-tuned run that keeps its best checkpoint an
 model that predicts the same through transformers' pipelines as through bertlib."""
 import json
 import random
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
 from bertlib import hf_folders
-from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state
+from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
 from bertlib.cli import main
 from bertlib.finetune_data import (
     best_spans,
@@ -22,15 +23,15 @@ from bertlib.finetune_data import (
     truncate_pair,
     word_predictions,
 )
-from bertlib.finetuning import TaskObjective, finetune, predict
+from bertlib.finetuning import TaskObjective, finetune, predict, trained_length
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.model_factory import load_model
 from bertlib.pretraining_data import PaddingCollator
-from bertlib.runs import load_run, read_metrics
+from bertlib.runs import create_run, load_run, read_metrics
 from bertlib.task_examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
 from bertlib.tokenizer import add_bert_post_processor
-from bertlib.train_config import FinetuneConfig
+from bertlib.train_config import FinetuneConfig, PretrainConfig
 
 WORDS = "the cat sat on a mat while dogs barked loudly at strangers passing by , and then".split()
 
@@ -281,3 +282,20 @@ def test_finetune_and_predict_commands(tmp_path, hf_source, task_data, capsys, m
     with pytest.raises(SystemExit) as exit_info:
         main(["finetune", "mnli", "--from", str(hf_source)])
     assert exit_info.value.code == 2
+
+
+def test_fine_tuning_never_reads_positions_the_encoder_was_not_pre_trained_on(tmp_path, fast_tokenizer, task_data):
+    "A run pre-trained on 32 tokens fine-tunes at 32 by default, and refuses more unless told to."
+    config = small_config(vocab_size=fast_tokenizer.get_vocab_size(), max_position_embeddings=128)
+    create_run(tmp_path / "short", config, PretrainConfig(max_seq_len=32), fast_tokenizer)
+    save_checkpoint(tmp_path / "short", BertForPreTraining(config), {"step": 0}, 0)
+    assert trained_length(tmp_path / "short", config) == 32
+    cfg = FinetuneConfig(task="sst2", source=str(tmp_path / "short"), train_examples=8, eval_examples=8, max_steps=1,
+                         batch_size=8, device="cpu")
+    finetune(tmp_path / "default", cfg, data_dir=task_data, show_progress=False)
+    assert load_run(tmp_path / "default")[1].max_seq_len == 32
+    with pytest.raises(ValueError, match="max_seq_len=64 is longer than the 32 tokens .* was pre-trained on"):
+        finetune(tmp_path / "longer", replace(cfg, max_seq_len=64), data_dir=task_data, show_progress=False)
+    finetune(tmp_path / "asked", replace(cfg, max_seq_len=64, untrained_positions=True), data_dir=task_data,
+             show_progress=False)
+    assert load_run(tmp_path / "asked")[1].max_seq_len == 64
