@@ -122,8 +122,9 @@ def test_parameter_count_equals_transformers(preset):
     config = BertConfig.from_preset(preset, vocab_size=30522)
     with torch.device("meta"):
         ours = sum(p.numel() for p in BertForPreTraining(config).parameters())
-        hf = transformers.BertForPreTraining(interop.to_hf_config(config)).num_parameters()
-    assert ours == hf
+        hf = transformers.BertForPreTraining(interop.to_hf_config(config))
+        hf.tie_weights()  # transformers 5.0.0 leaves a model built on the meta device untied
+    assert ours == hf.num_parameters()
     if preset == "base":
         assert ours == 110_106_428
 
