@@ -179,6 +179,7 @@ def test_pretrain_leaves_denormal_arithmetic_as_it_found_it(run):
     assert (tiny * 1.0).item() != 0.0
 
 
+@pytest.mark.slow
 def test_time_budget_becomes_a_recorded_number_of_steps(tiny, tmp_path, capsys):
     "--time-budget times a few steps, then trains a fixed number of steps that the run folder records."
     run = tmp_path / "budget"

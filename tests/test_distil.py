@@ -111,6 +111,7 @@ def _distil(rank: int, teacher: str, out: str) -> None:
                              eval_batches=1, device="cpu"), show_progress=False)
 
 
+@pytest.mark.slow
 def test_two_processes_distil(tmp_path, fast_tokenizer):
     "DistributedDataParallel needs a gradient for every trainable parameter: the student's NSP head is frozen."
     teacher = tmp_path / "teacher"

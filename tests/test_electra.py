@@ -143,6 +143,7 @@ def _train_electra(rank: int, tokenizer_json: str) -> None:
     train(model, data, PretrainConfig(max_steps=2, batch_size=8, device="cpu"), show_progress=False)
 
 
+@pytest.mark.slow
 def test_two_processes_train_it(fast_tokenizer):
     "DistributedDataParallel needs a gradient for every trainable parameter: the generator's NSP head is frozen."
     spawn_group(_train_electra, fast_tokenizer.to_str())
@@ -158,6 +159,7 @@ def test_scores_are_reproducible(fast_tokenizer):
     assert first == second and 0 < first["replaced_share"] < 1 and 0 <= first["rtd_accuracy"] <= 1
 
 
+@pytest.mark.slow
 def test_an_electra_run_through_the_command_line(tmp_path, tokenizer_file, task_data, capsys, monkeypatch):
     monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
     run = tmp_path / "electra"

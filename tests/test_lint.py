@@ -2,9 +2,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_ruff_is_clean():
     result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(ROOT)],
                             capture_output=True, text=True)

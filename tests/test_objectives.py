@@ -125,6 +125,7 @@ def _train_packed(rank: int, tokenizer_json: str) -> None:
     train(model, data, PretrainConfig(max_steps=2, batch_size=8, device="cpu"), show_progress=False)
 
 
+@pytest.mark.slow
 def test_two_processes_train_mlm_only(fast_tokenizer):
     "DistributedDataParallel needs a gradient for every trainable parameter: MLM alone freezes the NSP head."
     spawn_group(_train_packed, fast_tokenizer.to_str())

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from bert_testing import make_batch, small_config
+from conftest import missing_tool
 
 from bertlib.attention import MultiHeadSelfAttention, gather_positions
 from bertlib.config import BertConfig
@@ -112,6 +113,7 @@ def test_value_checks_read_tensors_on_the_cpu_only():
     check_index_range("input_ids", out_of_range.to("meta"), 10, "BertConfig.vocab_size=10")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("style", ["post", "pre"])
 def test_the_step_with_a_head_index_is_one_graph_that_reads_nothing_back(style):
     """fullgraph=True makes torch.compile fail on anything that reads a tensor's value into Python (a host sync on
@@ -191,7 +193,7 @@ def _compiler_works() -> bool:
 @pytest.mark.slow
 def test_compiled_model_equals_eager():
     if not _compiler_works():
-        pytest.skip("torch.compile does not run here")
+        missing_tool("torch.compile does not run here (it needs a C++ compiler)")
     config = small_config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     torch.manual_seed(0)
     model = BertForPreTraining(config).train()

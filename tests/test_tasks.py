@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import missing_tool
 
 from bertlib.tasks import (
     CONLL_TAGS,
@@ -318,7 +319,10 @@ def test_bad_squad_files(tmp_path):
 @pytest.fixture
 def fake_hub(monkeypatch):
     """Replace `datasets.load_dataset` by a function that serves in-memory datasets and records its calls."""
-    datasets = pytest.importorskip("datasets")
+    try:
+        import datasets
+    except ImportError:
+        missing_tool("the datasets package is not installed (pip install -r requirements.txt)")
     monkeypatch.delenv("BERTLIB_DATA_DIR", raising=False)
     served: dict = {}
     calls: list = []

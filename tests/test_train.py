@@ -42,6 +42,7 @@ def tiny_model(tokenizer, dropout: float = 0.1, seed: int = 0) -> BertForPreTrai
         attention_probs_dropout_prob=dropout))
 
 
+@pytest.mark.slow
 def test_tiny_model_overfits_a_tiny_corpus(small):
     "MLM loss below 1.0 and NSP accuracy above 0.9 on 48 fixed pairs within 250 steps."
     tokenizer, corpus = small
@@ -196,7 +197,7 @@ def _ddp_worker(rank: int, world: int, port: int, tokenizer_json: str, documents
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("mode", ["ddp", "accumulation"])
+@pytest.mark.parametrize("mode", [pytest.param("ddp", marks=pytest.mark.slow), "accumulation"])
 def test_two_processes_or_accumulation_equal_one_big_batch(small, tmp_path, mode):
     tokenizer, corpus = small
     documents = corpus.documents()

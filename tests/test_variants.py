@@ -22,6 +22,7 @@ VARIANTS = {  # switches on top of the tiny preset; the HF class its pre-trainin
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_variant_runs_through_the_command_line(variant, tmp_path, tokenizer_file, task_data, capsys,
                                                  monkeypatch, remote_code):
