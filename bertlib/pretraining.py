@@ -5,7 +5,7 @@ sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on pac
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["check_settings", "pretraining_data", "pretrain"]
+__all__ = ["check_settings", "pretraining_data", "reached", "pretrain"]
 
 import os
 import time
@@ -28,7 +28,7 @@ from .runs import check_vocabulary
 from .time_budget import same_on_every_process, steps_for_budget
 from .tokenizer import train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig
-from .trainer import Phase
+from .trainer import Hook, Loop, Phase
 
 
 def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
@@ -60,6 +60,15 @@ def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: st
         return dataset(cfg.max_seq_len), valid_loader
     return [Phase(dataset(cfg.max_seq_len), 1 - cfg.long_share), Phase(dataset(cfg.long_seq_len), cfg.long_share)], \
         valid_loader
+
+
+def reached(perplexity: float) -> Hook:
+    "A hook that ends training at the first validation whose MLM perplexity is at most `perplexity`."
+
+    def check(loop: Loop) -> bool:
+        last = loop.records[-1] if loop.records else {}
+        return last.get("split") == "validation" and last["step"] == loop.step and last["mlm_perplexity"] <= perplexity
+    return check
 
 
 def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
@@ -100,5 +109,6 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
             on_log({"step": 0, "event": f"time budget of {cfg.time_budget:g} s: {cfg.max_steps} steps", **calibration})
         torch.manual_seed(cfg.seed)
         model = build_model(model_config, cfg)
+        hooks = [reached(cfg.target_perplexity)] if cfg.target_perplexity else []
         return train(model, data, cfg, valid_loader=valid_loader, run_dir=run.run_dir, resume=resume, on_log=on_log,
-                     show_progress=show_progress)
+                     hooks=hooks, show_progress=show_progress)

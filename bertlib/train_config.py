@@ -173,10 +173,13 @@ class PretrainConfig(PretrainDataConfig):
                                           "to 1/3)")
     rtd_weight: float = _option(50.0, "electra: the weight of the replaced-token loss beside the generator's MLM "
                                       "loss (ELECTRA's lambda)")
+    target_perplexity: float | None = _option(None, "stop at the first validation whose MLM perplexity is at most "
+                                                    "this (a speedrun's mark), with a checkpoint")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_choice("PretrainConfig.objective", self.objective, OBJECTIVES)
+        check_positive(self, ("target_perplexity",))
         if not 0 < self.generator_size <= 1:
             raise ValueError(f"PretrainConfig.generator_size={self.generator_size} is not valid; it must be in (0, 1]")
         check_non_negative(self, ("rtd_weight",))

@@ -122,3 +122,15 @@ def test_any_option_chooses_your_own_recipe(recipes_seen, monkeypatch, capsys, t
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert main(["pretrain", "--max-steps", "5", "--output-dir", str(tmp_path / "run")]) == 0
     assert recipes_seen[0][1] == PretrainConfig(max_steps=5) and "recipe:" not in capsys.readouterr().out
+
+
+def test_a_target_perplexity_ends_the_run_at_the_first_validation_that_reaches_it(fast_tokenizer, tmp_path):
+    model = BertConfig.from_preset("tiny", vocab_size=fast_tokenizer.get_vocab_size())
+    cfg = PretrainConfig(max_steps=20, batch_size=4, max_seq_len=32, eval_every=3, eval_batches=1, log_every=1,
+                         device="cpu", target_perplexity=1e9)  # any validation reaches it
+    records = bertlib.pretraining.pretrain(tmp_path / "run", model, cfg, tokenizer=fast_tokenizer, show_progress=False)
+    assert records[-1]["step"] == 3 and records[-1]["split"] == "validation"
+    assert checkpoints(tmp_path / "run")[-1].name == "step-0000003"
+    assert PretrainConfig(target_perplexity=25.0).target_perplexity == 25.0
+    with pytest.raises(ValueError, match="target_perplexity=0 is not valid"):
+        PretrainConfig(target_perplexity=0)
