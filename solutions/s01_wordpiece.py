@@ -1,0 +1,144 @@
+"""Worked solutions of notebook 01's exercises (WordPiece): a cased tokenizer, an incremental WordPiece trainer,
+and a word that the two merge rules split differently.
+
+`python solutions/s01_wordpiece.py` runs them all; `BERTLIB_QUICK=1` trains the from-scratch vocabularies on fewer
+paragraphs.
+"""
+import time
+from collections import Counter, defaultdict
+
+from common import QUICK, header, run_all
+
+from bertlib import load_wikitext2, train_tokenizer
+from bertlib.data import split_documents
+from bertlib.tokenizer import CONTINUATION, SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece, word_frequencies
+
+
+def _paragraphs(split: str, rows: int | None = None) -> list[str]:
+    "The paragraphs of `split` (or of its first `rows` rows), joiners restored, as notebook 01 trains on them."
+    return [p for doc in split_documents(load_wikitext2(split)[:rows], unit="paragraphs") for p in doc]
+
+
+def _small_corpus_frequencies():
+    "Word counts of the first paragraphs of the train split, notebook 01's small corpus (fewer in quick mode)."
+    return word_frequencies(_paragraphs("train", 200 if QUICK else 400))
+
+
+def exercise_1() -> None:
+    "Pieces per word of a lower-cased and a cased tokenizer of 8,192 pieces."
+    header("exercise 1: a cased tokenizer (lowercase=False) at 8,192 pieces")
+    train, valid = _paragraphs("train"), _paragraphs("validation")
+    words = sum(len(p.split()) for p in valid)
+    for lowercase in (True, False):
+        tokenizer = train_tokenizer(train, lowercase=lowercase)
+        pieces = sum(len(e.ids) for e in tokenizer.encode_batch(valid, add_special_tokens=False))
+        print(f"lowercase={lowercase!s:<5}: {pieces / words:.3f} pieces per word on validation ({pieces:,} pieces)")
+    print("the cased vocabulary spends pieces on capitalised copies of words (The/the, City/city), so fewer "
+          "distinct words fit whole and more are spelled in pieces")
+
+
+def train_wordpiece_incremental(word_freqs: dict[str, int], vocab_size: int, rule: str = "count"
+                                ) -> tuple[list[str], list[tuple[str, str]]]:
+    """`bertlib.tokenizer.train_wordpiece`, with the counts updated after each merge only for the words that held
+    the merged pair, instead of recounted over every word. Same rules, same ties, so the same vocabulary."""
+    splits = {w: [w[0]] + [CONTINUATION + c for c in w[1:]] for w in word_freqs}
+    vocab = list(SPECIAL_TOKENS) + sorted({p for pieces in splits.values() for p in pieces})
+    piece_freq: Counter[str] = Counter()
+    pair_freq: Counter[tuple[str, str]] = Counter()
+    words_with: defaultdict[tuple[str, str], set[str]] = defaultdict(set)  # which words hold each pair
+
+    def count(word: str, sign: int) -> None:
+        n, pieces = sign * word_freqs[word], splits[word]
+        for p in pieces:
+            piece_freq[p] += n
+        for pair in zip(pieces, pieces[1:], strict=False):
+            pair_freq[pair] += n
+            if sign > 0:
+                words_with[pair].add(word)
+
+    for word in splits:
+        count(word, +1)
+    merges: list[tuple[str, str]] = []
+    while len(vocab) < vocab_size and pair_freq:
+        if rule == "count":
+            best = min(pair_freq, key=lambda pair: (-pair_freq[pair], pair))
+        else:
+            best = min(pair_freq, key=lambda p: (-pair_freq[p] / (piece_freq[p[0]] * piece_freq[p[1]]), p))
+        merges.append(best)
+        new_piece = best[0] + best[1].removeprefix(CONTINUATION)
+        if new_piece not in vocab:
+            vocab.append(new_piece)
+        for word in words_with.pop(best):
+            count(word, -1)
+            pieces, merged, i = splits[word], [], 0
+            while i < len(pieces):
+                if i + 1 < len(pieces) and (pieces[i], pieces[i + 1]) == best:
+                    merged.append(new_piece)
+                    i += 2
+                else:
+                    merged.append(pieces[i])
+                    i += 1
+            splits[word] = merged
+            count(word, +1)
+        for table in (pair_freq, piece_freq):  # a pair or piece no word holds any more is gone, as in a recount
+            for key in [k for k, v in table.items() if v == 0]:
+                del table[key]
+    return vocab, merges
+
+
+def exercise_2() -> None:
+    "The incremental trainer against the library's, for both rules: the same vocabulary, and the time each takes."
+    header("exercise 2: update the pair counts instead of recounting them")
+    freqs = _small_corpus_frequencies()
+    size = 400 if QUICK else 800
+    for rule in ("count", "likelihood"):
+        start = time.perf_counter()
+        reference = train_wordpiece(freqs, size, rule=rule)
+        recount = time.perf_counter() - start
+        start = time.perf_counter()
+        incremental = train_wordpiece_incremental(freqs, size, rule=rule)
+        update = time.perf_counter() - start
+        print(f"{rule:<10}: {len(freqs):,} words, {size} pieces; same vocabulary and merges: "
+              f"{incremental == reference}; recount {recount:.2f} s, update {update:.2f} s "
+              f"({recount / update:.1f}x faster)")
+
+
+def exercise_3() -> None:
+    "A frequent word split differently at 400 pieces, with the scores behind each piece."
+    header("exercise 3: a word the two rules split differently at 400 pieces")
+    freqs = _small_corpus_frequencies()
+    trained = {rule: train_wordpiece(freqs, 400, rule=rule) for rule in ("count", "likelihood")}
+    tokenizers = {rule: WordPieceTokenizer(vocab) for rule, (vocab, _) in trained.items()}
+    word = next(w for w, _ in freqs.most_common() if len(w) > 4
+                and tokenizers["count"].tokenize(w) != tokenizers["likelihood"].tokenize(w))
+    # the scores of the word's letter pairs before any merge: what each rule sees at the start
+    splits = {w: [w[0]] + [CONTINUATION + c for c in w[1:]] for w in freqs}
+    pieces, pairs = Counter(), Counter()
+    for w, letters in splits.items():
+        for p in letters:
+            pieces[p] += freqs[w]
+        for pair in zip(letters, letters[1:], strict=False):
+            pairs[pair] += freqs[w]
+    print(f"'{word}' occurs {freqs[word]} times in {len(freqs):,} distinct words")
+    for rule, (_, merges) in trained.items():
+        made = {a + b.removeprefix(CONTINUATION): i for i, (a, b) in enumerate(merges)}
+        split = tokenizers[rule].tokenize(word)
+        print(f"{rule:>10}: {split}, pieces made at merge " + ", ".join(str(made.get(p, "-")) for p in split))
+    letters = splits[word]
+    for a, b in zip(letters, letters[1:], strict=False):
+        print(f"   pair ({a}, {b}): count {pairs[a, b]:5}, likelihood {pairs[a, b] / (pieces[a] * pieces[b]):.2e}")
+    first = trained["likelihood"][1][0]
+    print(f"   for scale, the likelihood rule's first merge {first}: count {pairs[first]}, likelihood "
+          f"{pairs[first] / (pieces[first[0]] * pieces[first[1]]):.2e}")
+    print("count merges the pairs seen most often, so the common letter pairs of English go first and a frequent "
+          "word ends up in large pieces; likelihood divides by how common the parts are, so it first glues rare "
+          "letters that always appear together, and common letter pairs wait: the same word is cut elsewhere")
+
+
+def main() -> None:
+    "Run every exercise of this notebook, in order."
+    run_all(__name__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Worked solutions of notebook 08's exercises (evaluation): the noise of the static masks, a bigram baseline, and
+sentences where a far word changes the course model's guess.
+
+`python solutions/s08_evaluation.py` runs them all on the course model; `BERTLIB_QUICK=1` scores a slice of the
+validation split.
+"""
+import math
+from itertools import islice
+
+import numpy as np
+from common import QUICK, corpus, course_model, header, run_all
+from torch.utils.data import DataLoader
+
+from bertlib import PretrainingDataset, fill_mask, pretraining_dataloader, validation_metrics
+from bertlib.evaluate import unigram_baseline
+from bertlib.pretraining_data import EVAL_SEED
+from bertlib.viz import attention_maps
+
+BATCHES = 4 if QUICK else None  # batches of 64 validation pairs; None: the whole split
+
+
+def validation_loader(seed: int) -> DataLoader:
+    "The validation split with static pairs and masks drawn from `seed` (the library's is `EVAL_SEED`)."
+    _, tokenizer = course_model()
+    dataset = PretrainingDataset(corpus("validation"), tokenizer, 128, seed=seed, static=True)
+    return pretraining_dataloader(dataset, 64, shuffle=False)
+
+
+def exercise_1() -> None:
+    "The course model scored on masks and pairs drawn from four seeds."
+    header("exercise 1: the same model on masks drawn from other seeds")
+    model, _ = course_model()
+    rows = {}
+    for seed in (EVAL_SEED, 1, 2, 3):
+        rows[seed] = validation_metrics(model, validation_loader(seed), BATCHES)
+        s = rows[seed]
+        print(f"seed {seed:>5}: perplexity {s['mlm_perplexity']:6.2f}, top-1 {s['mlm_accuracy']:.4f}, "
+              f"NSP {s['nsp_accuracy']:.4f}")
+    for metric in ("mlm_perplexity", "mlm_accuracy", "nsp_accuracy"):
+        values = [r[metric] for r in rows.values()]
+        print(f"{metric:<15} spread (largest - smallest) {max(values) - min(values):.4f}")
+    print("two runs scored on the same static masks are compared without this noise; a difference smaller than "
+          "this spread between runs scored on different masks means nothing")
+
+
+class BigramBaseline:
+    """Predicts a masked token from the token before it in the input: the count of (before, token) in the train
+    ids, mixed with the add-one unigram (`weight` on the bigram), which also serves when the token before is a
+    mask or was never seen."""
+
+    def __init__(self, train_ids: np.ndarray, vocab_size: int, weight: float = 0.7):
+        ids = train_ids.astype(np.int64)
+        self.vocab_size, self.weight = vocab_size, weight
+        unigram = np.bincount(ids, minlength=vocab_size) + 1.0
+        self.unigram = unigram / unigram.sum()
+        pairs, counts = np.unique(ids[:-1] * vocab_size + ids[1:], return_counts=True)
+        self.pair_counts = dict(zip(pairs.tolist(), counts.tolist(), strict=True))
+        self.before_counts = np.bincount(ids[:-1], minlength=vocab_size)
+        self.best_after = {}  # the most frequent token after each token
+        for pair, _ in sorted(self.pair_counts.items(), key=lambda item: item[1]):  # the most frequent last
+            self.best_after[pair // vocab_size] = pair % vocab_size
+
+    def probability(self, before: int, token: int) -> float:
+        seen = self.before_counts[before]
+        if not seen:
+            return float(self.unigram[token])
+        bigram = self.pair_counts.get(before * self.vocab_size + token, 0) / seen
+        return self.weight * bigram + (1 - self.weight) * float(self.unigram[token])
+
+    def best(self, before: int) -> int:
+        return self.best_after.get(before, int(self.unigram.argmax()))
+
+    def scores(self, loader: DataLoader, max_batches: int | None) -> dict[str, float]:
+        nll = hits = count = 0.0
+        for batch in islice(loader, max_batches):
+            rows, cols = (batch["labels"] != -100).nonzero(as_tuple=True)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                before, target = int(batch["input_ids"][r, c - 1]), int(batch["labels"][r, c])
+                nll -= math.log(self.probability(before, target))
+                hits += self.best(before) == target
+                count += 1
+        return {"mlm_perplexity": math.exp(nll / count), "mlm_accuracy": hits / count}
+
+
+def exercise_2() -> None:
+    "Unigram, bigram and the course model on the same validation batches."
+    header("exercise 2: a bigram baseline")
+    model, tokenizer = course_model()
+    train_ids = corpus("train").ids
+    loader = validation_loader(EVAL_SEED)
+    vocab_size = tokenizer.get_vocab_size()
+    results = {"unigram": unigram_baseline(train_ids, islice(loader, BATCHES), vocab_size),
+               "bigram (the token before)": BigramBaseline(train_ids, vocab_size).scores(loader, BATCHES),
+               "course model": validation_metrics(model, loader, BATCHES)}
+    for name, s in results.items():
+        print(f"{name:<27} perplexity {s['mlm_perplexity']:8.2f}, top-1 {s['mlm_accuracy']:.3f}")
+    print("the token before alone already pins down much of what follows; the model reads both sides of the mask "
+          "and both segments")
+
+
+SWAPS = {"he": "she", "she": "he", "his": "her", "her": "his", "war": "game", "game": "war", "city": "river",
+         "river": "city", "film": "song", "song": "film", "army": "team", "team": "army", "church": "school",
+         "school": "church", "king": "president", "season": "battle", "battle": "season", "ship": "album",
+         "album": "ship", "species": "band", "band": "species"}
+
+
+def exercise_3() -> None:
+    "Masked words whose top guess changes when one word at least eight tokens away is swapped for another."
+    header("exercise 3: a far word that changes the guess")
+    model, tokenizer = course_model()
+    sentences = [" ".join(tokenizer.decode(s).split()) for doc in corpus("validation").documents()[:40 if QUICK else 60]
+                 for s in doc if 12 <= len(s) <= 40]
+    found = []
+    for sentence in sentences:
+        words = sentence.split()
+        for j, word in enumerate(words):
+            if word not in SWAPS:
+                continue
+            for i in range(len(words)):
+                if abs(i - j) < 8 or not words[i].isalpha() or words[i] in SWAPS:
+                    continue
+                masked = words[:i] + ["[MASK]"] + words[i + 1:]
+                changed = masked[:j] + [SWAPS[word]] + masked[j + 1:]
+                before, after = (fill_mask(model, tokenizer, " ".join(w), top_k=1)[0][0] for w in (masked, changed))
+                if before[0] != after[0]:
+                    found.append((" ".join(masked), word, SWAPS[word], before, after))
+                    break
+            if len(found) >= 3:
+                break
+        if len(found) >= 3:
+            break
+    for text, old, new, before, after in found:
+        maps = attention_maps(model, tokenizer, text)
+        query = maps.tokens.index("[MASK]")
+        key = maps.tokens.index(old)
+        share = maps.attentions[:, :, query, key].mean(1)  # per layer, averaged over heads
+        print(f"{text}\n   '{old}' -> '{new}': top guess {before[0]} ({before[1]:.2f}) -> {after[0]} ({after[1]:.2f}); "
+              f"attention of [MASK] on '{old}', mean over heads per layer: "
+              + ", ".join(f"{v:.3f}" for v in share.tolist()) + f" (uniform would be {1 / len(maps.tokens):.3f})")
+    if not found:
+        print("no swap changed a top guess in these sentences; search more of the split")
+
+
+def main() -> None:
+    "Run every exercise of this notebook, in order."
+    run_all(__name__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""Worked solutions of notebook 10's exercises (fine-tuning): a frozen encoder, SQuAD past the pre-training
+length, whether a gain of 2.3 points is real, and sentences cut at 16 tokens.
+
+`python solutions/s10_finetuning.py` runs them all on the course model. Fine-tuning on a CPU is slow: without
+`BERTLIB_QUICK=1` each change runs at the fine-tuning study's sizes (tens of minutes); with it, on slices of a few
+hundred examples, whose scores are noisy and show only the direction of an effect.
+"""
+import math
+import statistics
+
+import torch
+from common import COURSE_MODEL, QUICK, corpus, course_model, header, output_dir, run_all
+from torch.utils.data import DataLoader
+
+from bertlib import BertForSequenceClassification, FinetuneConfig, finetune, load_task
+from bertlib.finetune_data import encode_task
+from bertlib.packed_data import PackedDataset
+from bertlib.pretraining_data import PaddingCollator
+from bertlib.task_examples import TASKS
+from bertlib.tasks import quick_slice
+
+SST2_TRAIN, SST2_EVAL = (256, 128) if QUICK else (8000, None)
+
+
+def best(records: list[dict], metric: str) -> float:
+    "The best validation score of a fine-tuning run's records."
+    return max(r[metric] for r in records if r.get("split") == "validation")
+
+
+def run(name: str, **settings) -> list[dict]:
+    "`python -m bertlib finetune` from the course model into a fresh folder, quietly; its metric records."
+    cfg = FinetuneConfig(source=str(COURSE_MODEL), device="cpu", **settings)
+    return finetune(output_dir(name), cfg, show_progress=False)
+
+
+def _accuracy(model: torch.nn.Module, loader: DataLoader) -> float:
+    hits = total = 0
+    model.eval()
+    with torch.no_grad():
+        for batch in loader:
+            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"],
+                           token_type_ids=batch["token_type_ids"]).logits
+            hits += int((logits.argmax(-1) == batch["labels"]).sum())
+            total += len(batch["labels"])
+    return hits / total
+
+
+def exercise_1() -> None:
+    "Fine-tuning everything against training the classifier alone, with the same data and steps."
+    header("exercise 1: freeze the encoder and train only the classifier (SST-2)")
+    course, tokenizer = course_model()
+    train_examples = quick_slice(load_task("sst2", "train"), SST2_TRAIN)
+    valid_examples = load_task("sst2", "validation")
+    if SST2_EVAL:
+        valid_examples = quick_slice(valid_examples, SST2_EVAL)
+    collate = PaddingCollator(tokenizer.token_to_id("[PAD]"), pad_to_multiple_of=8)
+    train_set, valid_set = (encode_task("sst2", e, tokenizer, 64) for e in (train_examples, valid_examples))
+    epochs = 1 if QUICK else 2
+    print(f"{len(train_set):,} training sentences, {epochs} epochs of batch 32; {len(valid_set):,} validation "
+          f"sentences")
+    for name, frozen, lr in (("everything", False, 1e-4), ("classifier only", True, 1e-4),
+                             ("classifier only", True, 1e-3)):
+        torch.manual_seed(0)
+        model = BertForSequenceClassification(course.config, TASKS["sst2"].label_names)
+        model.load_encoder(course.state_dict())
+        model.bert.requires_grad_(not frozen)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.01)
+        loader = DataLoader(train_set, 32, shuffle=True, collate_fn=collate, generator=torch.Generator().manual_seed(0))
+        trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+        model.train()
+        for _ in range(epochs):
+            for batch in loader:
+                model(batch["input_ids"], attention_mask=batch["attention_mask"],
+                      token_type_ids=batch["token_type_ids"], labels=batch["labels"]).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        accuracy = _accuracy(model, DataLoader(valid_set, 64, collate_fn=collate))
+        print(f"train {name:<16} at lr {lr:g}: {trained:>9,} trained parameters, validation accuracy {accuracy:.3f}")
+    print("a frozen encoder hands the classifier the pooled [CLS] that NSP trained, a summary made for another "
+          "task; fine-tuning lets every layer move towards sentiment, which is where BERT's gains come from")
+
+
+def exercise_2() -> None:
+    "The course model's masked perplexity before and past 128 positions, then SQuAD windows of 128 and of 256."
+    header("exercise 2: SQuAD past the pre-training length")
+    model, tokenizer = course_model()
+    rows = PackedDataset(corpus("test"), tokenizer, 256, seed=1, static=True)
+    count = 8 if QUICK else 64
+    losses = {"positions 0..127": [], "positions 128..255": []}
+    with torch.no_grad():
+        for i in range(count):
+            item = rows[i]
+            logits = model(item["input_ids"][None]).prediction_logits[0]
+            for position in (item["labels"] != -100).nonzero().flatten().tolist():
+                loss = torch.nn.functional.cross_entropy(logits[position], item["labels"][position]).item()
+                losses["positions 0..127" if position < 128 else "positions 128..255"].append(loss)
+    for name, values in losses.items():
+        print(f"{name}: masked perplexity {math.exp(statistics.mean(values)):8.1f} ({len(values)} masked tokens, "
+              f"{count} rows of 256 WikiText-2 test tokens)")
+    budget = dict(train_examples=48, eval_examples=24, epochs=1.0) if QUICK else dict(train_examples=2000, epochs=2.0)
+    for length, stride in ((128, 64), (256, 128)):
+        # past the pre-training length the library refuses unless asked: this exercise asks
+        records = run(f"squad-{length}", task="squad", max_seq_len=length, doc_stride=stride,
+                      untrained_positions=length > 128, **budget)
+        print(f"SQuAD fine-tuned with windows of {length} pieces (stride {stride}): best validation F1 "
+              f"{100 * best(records, 'f1'):.1f}")
+    print("past position 127 the course model reads rows of its position table that pre-training never touched; "
+          "a window of 256 puts half of every long paragraph there, while windows of 128 with a stride see all of it "
+          "at trained positions")
+
+
+def exercise_3() -> None:
+    "SST-2 from the course model and from random weights, several seeds each; the difference against its error."
+    header("exercise 3: is a gain of 2.3 +- 1.6 points real?")
+    seeds = (0, 1) if QUICK else (0, 1, 2, 3, 4, 5)
+    budget = dict(train_examples=SST2_TRAIN, eval_examples=SST2_EVAL, epochs=1.0 if QUICK else 2.0, lr=3e-4)
+    scores = {init: [100 * best(run(f"sst2-{init}-{seed}", task="sst2", init=init, seed=seed, **budget), "accuracy")
+                     for seed in seeds] for init in ("pretrained", "random")}
+    for init, values in scores.items():
+        print(f"{init:<10}: " + ", ".join(f"{v:.1f}" for v in values)
+              + f"; mean {statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}")
+    gain = statistics.mean(scores["pretrained"]) - statistics.mean(scores["random"])
+    error = math.sqrt(sum(statistics.variance(v) / len(v) for v in scores.values()))
+    print(f"gain {gain:+.2f} points, standard error of the difference {error:.2f}: t = {gain / error:.2f} "
+          f"({len(seeds)} seeds a side); |t| under about 2 is within chance")
+
+
+def exercise_4() -> None:
+    "How many SST-2 sentences 16 tokens cut, and what fine-tuning at that length costs."
+    header("exercise 4: SST-2 at max_seq_len=16")
+    _, tokenizer = course_model()
+    examples = load_task("sst2", "validation")
+    pieces = [len(tokenizer.encode(e.text).ids) for e in examples]  # [CLS] and [SEP] included
+    print(f"validation sentences longer than 16 tokens: {sum(n > 16 for n in pieces) / len(pieces):.1%}; "
+          f"median length {statistics.median(pieces):.0f} tokens, longest {max(pieces)}")
+    budget = dict(train_examples=SST2_TRAIN, eval_examples=SST2_EVAL, epochs=1.0 if QUICK else 2.0)
+    for length in (128, 16):
+        print(f"max_seq_len={length:>3}: best validation accuracy "
+              f"{best(run(f'sst2-len{length}', task='sst2', max_seq_len=length, **budget), 'accuracy'):.3f}")
+    print("a cut sentence loses its end, where a review often turns ('..., but it never works'): what 16 tokens "
+          "cost depends on how often the end decides the label, more than on the share of tokens cut")
+
+
+def main() -> None:
+    "Run every exercise of this notebook, in order."
+    run_all(__name__)
+
+
+if __name__ == "__main__":
+    main()
