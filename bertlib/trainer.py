@@ -380,12 +380,12 @@ def fit(model: nn.Module, data: Dataset | Sequence[Phase], objective: Objective,
                 elif loop.world_size > 1:
                     stop = False  # processes agree to stop at a logging step only
                 with paused(loop):
-                    if evaluate is not None and (loop.step % cfg.eval_every == 0 or loop.step == loop.steps) \
+                    if evaluate is not None and (cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps) \
                             and loop.rank == 0:
                         loop.record({"step": loop.step, "split": "validation", "tokens": loop.tokens,
                                      "train_seconds": loop.train_seconds, **evaluate(model)})
                     done = any([bool(hook(loop)) for hook in hooks])
-                    if loop.step % cfg.save_every == 0 or loop.step == loop.steps or stop or done:
+                    if cfg.save_every and loop.step % cfg.save_every == 0 or loop.step == loop.steps or stop or done:
                         save(loop)
                 if stop:
                     raise TrainingInterrupted(received[0] if received else signal.SIGTERM, loop.step, loop.writer)

@@ -134,3 +134,13 @@ def test_a_target_perplexity_ends_the_run_at_the_first_validation_that_reaches_i
     assert PretrainConfig(target_perplexity=25.0).target_perplexity == 25.0
     with pytest.raises(ValueError, match="target_perplexity=0 is not valid"):
         PretrainConfig(target_perplexity=0)
+
+
+def test_no_validation_or_checkpoint_period_means_at_the_end_only(small, tmp_path):
+    tokenizer, corpus = small
+    cfg = TrainConfig(max_steps=3, batch_size=4, max_seq_len=SHORT, log_every=1, eval_every=None, save_every=None,
+                      device="cpu")
+    records = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SHORT, seed=1), cfg,
+                    valid_loader=None, run_dir=tmp_path, show_progress=False)
+    assert [r["step"] for r in records] == [1, 2, 3]
+    assert [c.name for c in checkpoints(tmp_path)] == ["step-0000003"]
