@@ -91,7 +91,7 @@ class MLMHead(nn.Module):
         "Scores [..., vocab] for hidden states [..., hidden], given the [vocab, hidden] embedding matrix."
         return F.linear(self.layer_norm(self.activation(self.dense(hidden_states))), word_embeddings, self.bias)
 
-
+# %% ../notebooks/05_bert_pretraining_heads.ipynb #c006b
 def _head_positions(selected: torch.Tensor) -> torch.Tensor:
     """The positions [batch, k] whose final vectors the heads read: `[CLS]` (position 0, first), then the
     `selected` [batch, seq] ones in order; rows with fewer are filled up with unselected positions."""
@@ -125,7 +125,7 @@ def _checked_head_index(given: tuple[torch.Tensor, torch.Tensor] | None,
             raise ValueError("head_index does not match labels; pass what head_index(labels) returns for these labels")
     return given
 
-
+# %% ../notebooks/05_bert_pretraining_heads.ipynb #c006d
 @dataclass
 class BertForPreTrainingOutput:
     """What `BertForPreTraining` returns.

@@ -57,7 +57,7 @@ class NSPExample:
         "Length of `[CLS] A [SEP] B [SEP]`."
         return len(self.tokens_a) + len(self.tokens_b) + 3
 
-
+# %% ../notebooks/06_pretraining_data.ipynb #c011b
 @dataclass(frozen=True)
 class _Streams:
     "Each document's tokens back to back, with its sentence boundaries; the form the pair makers use."
@@ -123,7 +123,7 @@ def _make_example(streams: _Streams, doc_a: int, span_a: tuple[int, int], doc_b:
     return NSPExample(streams.tokens[doc_a][a0:a1], streams.tokens[doc_b][b0:b1], doc_a != doc_b,
                       doc_a, doc_b, (a0, a1), (b0, b1))
 
-
+# %% ../notebooks/06_pretraining_data.ipynb #c011d
 def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float,
                    sop: bool = False) -> list[NSPExample]:
     max_tokens = max_seq_len - 3
