@@ -7,7 +7,7 @@ Written by hand; notebook 07 presents it.
 """
 
 __all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "Pairing", "SOFT_TARGETS", "parse_duration", "TrainConfig",
-           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
+           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "default_seq_len", "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, Self, get_args
 from .checks import check_choice, check_non_negative, check_positive, check_positive_ints
 from .config import POOLINGS
 from .data import WIKITEXT_CONFIGS
-from .task_examples import TASK_NAMES
+from .task_examples import TASK_NAMES, TASKS
 
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
@@ -212,6 +212,11 @@ class DistilConfig(PretrainDataConfig):
             raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")
 
 
+def default_seq_len(task: str) -> int:
+    "A task's sequence length unless told otherwise: 384 for question answering (as BERT), else 128."
+    return 384 if TASKS[task].kind == "span" else 128
+
+
 @dataclass
 class FinetuneConfig(TrainConfig):
     """`TrainConfig` with fine-tuning's defaults (3 epochs, lr 1e-4, 10% warm-up, a validation and a
@@ -233,7 +238,8 @@ class FinetuneConfig(TrainConfig):
     train_examples: int | None = _option(None, "train on this many examples, spread evenly over the split "
                                                  "(default: all)")
     eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
-    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph")
+    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph (less when a "
+                                   "window holds less, so that no text is skipped)")
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
 
@@ -245,3 +251,12 @@ class FinetuneConfig(TrainConfig):
         check_choice("FinetuneConfig.init", self.init, INITS)
         check_choice("FinetuneConfig.pooling", self.pooling, POOLINGS)
         check_positive_ints(self, ("train_examples", "eval_examples", "doc_stride", "max_query_len", "max_answer_len"))
+        kind, length = TASKS[self.task].kind, self.max_seq_len or default_seq_len(self.task)
+        shortest = 5 if kind in ("pair", "span") else 3  # [CLS], [SEP] (twice for two texts) and a piece of each text
+        if length < shortest:
+            raise ValueError(f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
+                             f"special tokens and a piece of each text, at least {shortest}")
+        if kind == "span" and self.doc_stride > length - 4:
+            raise ValueError(f"FinetuneConfig.doc_stride={self.doc_stride} is longer than any window of max_seq_len="
+                             f"{length} (at most {length - 4} paragraph pieces after a question), so it could never "
+                             f"apply; give at most {length - 4}")
