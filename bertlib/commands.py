@@ -72,18 +72,7 @@ def _settings(args: argparse.Namespace, out: Path, kind: type) -> tuple[Any, Any
     saved = load_run(out)[1]
     if type(saved) is not kind:
         raise UsageError(f"{out} was made by `python -m bertlib {RECIPES[type(saved)]}`; resume it with that command")
-    cfg = kind.from_dict({**saved.to_dict(), **given})
-    if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs):
-        print(f"the run's length changes from {_length(saved)} to {_length(cfg)}: the learning-rate schedule is "
-              f"recomputed for the new length, so from here on the run differs from one made that long from the "
-              f"start", file=sys.stderr)
-    return cfg, saved
-
-
-def _length(cfg: PretrainConfig) -> str:
-    if cfg.max_steps is not None:
-        return f"{cfg.max_steps:,} steps"
-    return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
+    return kind.from_dict({**saved.to_dict(), **given}), saved
 
 
 def pretrain(args: argparse.Namespace) -> None:
@@ -110,7 +99,7 @@ def pretrain(args: argparse.Namespace) -> None:
         cfg = _settings(args, out, PretrainConfig)[0]
     records = run_pretraining(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
                               resume=args.resume, on_log=_print_event)
-    _report_pretraining(out, records, start)
+    _report_pretraining(out, records, start, args.data_dir)
 
 
 def _no_choices(args: argparse.Namespace) -> bool:
@@ -148,7 +137,7 @@ def distil(args: argparse.Namespace) -> None:
         raise UsageError("say which run to distil: --teacher RUN_FOLDER (a pre-training run, e.g. models/course-mini)")
     cfg = _settings(args, out, DistilConfig)[0]  # on --resume, --teacher may only say where a moved teacher is now
     records = run_distillation(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
-    _report_pretraining(out, records, start)
+    _report_pretraining(out, records, start, args.data_dir)
 
 
 def finetune(args: argparse.Namespace) -> None:
@@ -185,11 +174,16 @@ def _output_dir(args: argparse.Namespace, default: str) -> Path:
     return Path(default if args.output_dir is None else args.output_dir)
 
 
-def _report_pretraining(out: Path, records: list[dict], start: float) -> None:
-    "Say where a pre-training or distillation run was saved, its last validation, and what to look at next."
+def _report_pretraining(out: Path, records: list[dict], start: float, data_dir: str | None) -> None:
+    """Say where a pre-training or distillation run was saved, its last validation (a BERT's beside the unigram
+    baseline, with its guesses for two sentences and whether it is on the plateau), and what to look at next."""
     valid = _report_saved(out, records, start)
-    if valid:
-        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy", "rtd_accuracy")  # those the run has
+    if valid and "rtd_accuracy" not in valid[-1]:
+        from .run_report import run_report
+
+        print("\n".join(run_report(out, valid[-1], data_dir)))
+    elif valid:  # ELECTRA's: its discriminator's scores
+        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_accuracy")
         print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
                                                                    if k in valid[-1]))
     print(f"loss curve: {out / 'loss_curve.png'}")

@@ -3,10 +3,11 @@
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
 """
 
-__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "quick_mode", "resolve_data_dir", "machine"]
+__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "quick_mode", "resolve_data_dir", "idle_cpus", "machine"]
 
 import os
 import platform
+import time
 from pathlib import Path
 
 QUICK_ENV = "BERTLIB_QUICK"
@@ -22,6 +23,23 @@ def resolve_data_dir(data_dir: str | os.PathLike | None = None) -> Path | None:
     "The local data folder: `data_dir` if given, else `$BERTLIB_DATA_DIR`, else None (use the hub)."
     chosen = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
     return None if chosen is None else Path(chosen).expanduser()
+
+
+def idle_cpus(seconds: float = 0.5) -> float | None:
+    """How many CPUs sit idle over the next `seconds` (this process sleeping meanwhile), from the kernel's counters
+    (Linux's /proc/stat); None where they cannot be read."""
+    def counters() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:  # "cpu user nice system idle iowait irq softirq steal ..."
+            ticks = [int(t) for t in f.readline().split()[1:9]]
+        return sum(ticks), ticks[3] + ticks[4]
+
+    try:
+        total, idle = counters()
+        time.sleep(seconds)
+        total_after, idle_after = counters()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (os.cpu_count() or 1) * (idle_after - idle) / max(1, total_after - total)
 
 
 def machine() -> str:

@@ -13,14 +13,16 @@ import fcntl
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from .checkpoints import checkpoint_step, checkpoints, load_training_state
 from .config import BertConfig
+from .devices import cpu_threads, resolve_device
 from .processes import init_distributed, world
 from .runs import (
     RunConfig,
@@ -34,6 +36,10 @@ from .runs import (
 )
 
 
+def _length(cfg: RunConfig) -> str:
+    return f"{cfg.max_steps:,} steps" if cfg.max_steps is not None else f"{cfg.epochs:g} epochs"
+
+
 @dataclass
 class RunSession:
     """A run being trained in this process: its folder, whether it resumes, and (when it resumes) the model config,
@@ -44,13 +50,19 @@ class RunSession:
     model_config: BertConfig | None = None
     cfg: RunConfig | None = None
     tokenizer: Tokenizer | None = None
+    on_log: Callable[[dict], None] | None = None
 
     def record(self, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> None:
         """Write the run's settings (rank 0 only): a new run's folder with its `config.json` and tokenizer, all at
-        once; a resumed run's `config.json` with what changed (a longer run, another device)."""
+        once; a resumed run's `config.json` with what changed (a longer run, another device), a new length said."""
         if world()[1] != 0:
             return
         if self.resume:
+            saved = load_run(self.run_dir)[1]
+            if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs) and self.on_log is not None:
+                self.on_log({"event": f"the run's length changes from {_length(saved)} to {_length(cfg)}: the "
+                                      f"learning-rate schedule is recomputed for the new length, so from here on the "
+                                      f"run differs from one made that long from the start"})
             write_run_config(self.run_dir, model_config, cfg)
         else:
             create_run(self.run_dir, model_config, cfg, tokenizer)
@@ -100,24 +112,37 @@ def _unlock(run_dir: Path, fd: int) -> None:
     os.close(fd)
 
 
+def _set_threads(cfg: RunConfig, resume: bool, on_log: Callable[[dict], None] | None) -> RunConfig:
+    """Set the threads torch trains with on the CPU (`bertlib.devices.cpu_threads`: `cfg.threads`, which a resumed run
+    recorded, or else the CPUs idle now) and return `cfg` with the count, to be recorded; say what was measured. The
+    count stays with the run, since a sum split over another number of threads rounds differently."""
+    if cfg.threads is None and resolve_device(cfg.device).type != "cpu":
+        return cfg
+    threads, idle = cpu_threads(cfg.threads)
+    torch.set_num_threads(threads)
+    if on_log is not None and idle is not None:
+        on_log({"event": f"training with {threads} CPU thread(s): {idle:.1f} of {os.cpu_count()} CPUs are idle "
+                         f"(--threads N to choose)"})
+    elif on_log is not None and resume and (now := cpu_threads()[1]) is not None and int(now + 0.5) < threads:
+        on_log({"event": f"training with {threads} CPU threads, as the run started, so that it resumes exactly; "
+                         f"{now:.1f} CPUs are idle now, so --threads {max(1, int(now + 0.5))} would be faster"})
+    return replace(cfg, threads=threads)
+
+
 def _check_length(run_dir: Path, cfg: RunConfig) -> None:
-    """Refuse a resumed run whose length (a new --max-steps or --epochs) ends before its newest checkpoint, before
-    anything is written."""
+    "Refuse a resumed run whose length (a new --max-steps or --epochs) ends before its newest checkpoint."
     found, saved = checkpoints(run_dir), load_run(run_dir)[1]
-    if not found or (cfg.max_steps, cfg.epochs) == (saved.max_steps, saved.epochs):
+    if (cfg.max_steps, cfg.epochs) in ((saved.max_steps, saved.epochs), (None, None)):  # (a time budget: refused later)
         return
-    step = checkpoint_step(found[-1])
-    if cfg.max_steps is not None:
-        steps = cfg.max_steps
-    else:
-        per_epoch = load_training_state(found[-1]).get("epoch_batches")
-        if per_epoch is None:  # a checkpoint written before epochs were recorded: the loop ends where it is
-            return
-        steps = cfg.total_steps(per_epoch)
-    if steps < step:
-        what = f"{cfg.max_steps:,} steps" if cfg.max_steps is not None else f"{cfg.epochs:g} epochs ({steps:,} steps)"
-        raise RunError(f"{run_dir} is at step {step:,}, past the end of a run of {what}; give --max-steps (or "
-                       f"--epochs) of at least {step:,} steps, or leave the length as it was")
+    if found:
+        step, steps = checkpoint_step(found[-1]), cfg.max_steps
+        if steps is None:  # epochs: steps as the loop counts them (a checkpoint before this check has no count)
+            per_epoch = load_training_state(found[-1]).get("epoch_batches")
+            steps = step if per_epoch is None else cfg.total_steps(per_epoch)
+        if steps < step:
+            what = _length(cfg) + ("" if cfg.max_steps is not None else f" ({steps:,} steps)")
+            raise RunError(f"{run_dir} is at step {step:,}, past the end of a run of {what}; give --max-steps (or "
+                           f"--epochs) of at least {step:,} steps, or leave the length as it was")
 
 
 @contextmanager
@@ -149,12 +174,12 @@ def open_run(output_dir: str | os.PathLike, cfg: RunConfig | None, kind: type, r
         if resume:
             model_config, cfg, tokenizer = resumed_config(run_dir, cfg, kind)
             _check_length(run_dir, cfg)
-            yield RunSession(run_dir, True, model_config, cfg, tokenizer)
+            yield RunSession(run_dir, True, model_config, _set_threads(cfg, True, on_log), tokenizer, on_log)
         else:
             if cfg is None:
                 raise ValueError(f"a new run needs its settings (a {kind.__name__})")
             check_new_run(run_dir)
-            yield RunSession(run_dir, False, cfg=absolute_references(cfg))
+            yield RunSession(run_dir, False, cfg=_set_threads(absolute_references(cfg), False, on_log), on_log=on_log)
     finally:
         if fd is not None:
             _unlock(run_dir, fd)

@@ -157,7 +157,7 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokeniz
 
 # settings a resumed run may change; all others define what is learned and must stay as they were
 RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
-                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
+                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan", "threads")
 # where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
 # anew once the recorded one is gone
 MOVABLE_FIELDS = ("teacher", "source")

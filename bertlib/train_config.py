@@ -71,6 +71,9 @@ class TrainConfig:
     device: str = _option("auto", "'auto' (a GPU if there is one), 'cpu', 'cuda', 'cuda:1', ...")
     compile: bool = _option(False, "compile the model with torch.compile (best on a GPU)")
     num_workers: int | None = _option(None, "data loader processes (default: 0 on a CPU, 4 with a GPU)")
+    threads: int | None = _option(None, "CPU threads to train with (default: OMP_NUM_THREADS if set, else as many as "
+                                        "the CPUs idle when the run starts; recorded, so that a resumed run computes "
+                                        "exactly as before)")
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -81,7 +84,7 @@ class TrainConfig:
             # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretraining`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
-                                    "save_every", "keep_checkpoints", "eval_batches"))
+                                    "save_every", "keep_checkpoints", "eval_batches", "threads"))
         check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
         check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
