@@ -113,9 +113,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps)))
         return
-    from bench_utils import machine_info, write_results
-
     import torch
+    from bench_utils import machine_info, write_results
 
     timings = measure(args.rounds, args.steps)
     data = {"benchmark": "shared_cpu", "machine": machine_info(torch.device("cpu")), "steps": args.steps,

@@ -2,7 +2,7 @@
 group `torchrun` describes; take the folder's lock, so that one process at a time writes it; for a new run, check
 that the folder is free before anything is written, then make it whole at once; for a resumed one, read its settings
 back (a change is allowed to `RESUMABLE_FIELDS` only, and the length may not end before the newest checkpoint) and
-record the new ones; at the end, release the lock and leave the process group.
+record the new ones; choose the CPU threads; at the end, release the lock and leave the process group.
 
 Written by hand: production plumbing that the recipes use.
 """
@@ -152,7 +152,8 @@ def open_run(output_dir: str | os.PathLike, cfg: RunConfig | None, kind: type, r
     may change only `RESUMABLE_FIELDS`); else a new run of `cfg`, whose folder must be absent or empty. Joins the
     process group `torchrun` describes, and leaves it at the end if it joined it. The writing process (rank 0) holds
     the folder's lock throughout (`lock_path`): a second writer gets a `RunError`; `on_log` hears of a lock taken
-    over from a killed run."""
+    over from a killed run. On a CPU, sets torch's threads for the run (`cfg.threads`, or the CPUs idle now, said).
+    POSIX only, as the atomic renames of run folders are."""
     if not str(output_dir).strip():
         raise ValueError("the output folder is an empty name; give a folder (--output-dir DIR)")
     run_dir = Path(output_dir)

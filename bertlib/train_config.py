@@ -241,8 +241,8 @@ class FinetuneConfig(TrainConfig):
     train_examples: int | None = _option(None, "train on this many examples, spread evenly over the split "
                                                  "(default: all)")
     eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
-    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph (less when a "
-                                   "window holds less, so that no text is skipped)")
+    doc_stride: int = _option(128, "SQuAD: pieces between the starts of two windows over one paragraph (a window's "
+                                   "length when that is less, so that no text is skipped)")
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
 
@@ -259,7 +259,3 @@ class FinetuneConfig(TrainConfig):
         if length < shortest:
             raise ValueError(f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
                              f"special tokens and a piece of each text, at least {shortest}")
-        if kind == "span" and self.doc_stride > length - 4:
-            raise ValueError(f"FinetuneConfig.doc_stride={self.doc_stride} is longer than any window of max_seq_len="
-                             f"{length} (at most {length - 4} paragraph pieces after a question), so it could never "
-                             f"apply; give at most {length - 4}")

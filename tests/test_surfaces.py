@@ -2,6 +2,7 @@
 bad paths and a shared CPU (issue 28). Each test names the README claim it backs (section "Runs that survive")."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,10 +18,12 @@ import bertlib.devices as devices_module
 from bertlib.checkpoints import best_checkpoint, checkpoints, save_checkpoint
 from bertlib.cli import main
 from bertlib.config import BertConfig
+from bertlib.finetune_data import squad_windows
 from bertlib.finetuning import SELECTION_METRIC, _keep_best, best_validation, finetune
 from bertlib.lifecycle import lock_path
 from bertlib.model_factory import build_model
 from bertlib.runs import create_run, load_run, read_metrics
+from bertlib.task_examples import SquadExample
 from bertlib.train_config import FinetuneConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -335,14 +338,24 @@ def test_claim_a_broken_model_is_not_reported_as_fine(pretrained, task_data, tmp
 
 # ---------------------------------------------------------------------------------------------- smaller defects
 def test_claim_settings_that_cannot_work_are_refused_before_anything_is_written(tiny, tmp_path, capsys):
-    "README: fine-tuning lengths too short for the task, a SQuAD stride longer than a window, ELECTRA variants."
+    "README: fine-tuning lengths too short for the task, ELECTRA variants that HF ELECTRA lacks."
     for args in (["finetune", "sst2", "--from", "x", "--max-seq-len", "2"],
-                 ["finetune", "squad", "--from", "x", "--max-seq-len", "128", "--doc-stride", "500"],
+                 ["finetune", "rte", "--from", "x", "--max-seq-len", "4"],
                  *[["pretrain", *tiny, "--objective", "electra", "--max-steps", "1", *variant]
                    for variant in (["--position-embedding-type", "rope"], ["--share-layers"], ["--pairing", "sop"])]):
         assert main([*args, "--output-dir", str(tmp_path / "run")]) == 2, args
         one_line_error(capsys)
         assert not (tmp_path / "run").exists()
+
+
+def test_claim_a_stride_longer_than_a_window_skips_no_text(fast_tokenizer):
+    "README: a SQuAD --doc-stride longer than a window starts each window where the one before ends."
+    context = " ".join(f"word{i}" for i in range(300))
+    example = SquadExample("q", "t", context, "which word ?", ())
+    pieces = len(fast_tokenizer.encode(context, add_special_tokens=False).ids)
+    items, meta = squad_windows(example, fast_tokenizer, max_seq_len=32, doc_stride=500)
+    covered = [offsets for window in meta for offsets in window["offsets"] if offsets is not None]
+    assert len(items) > 1 and len(covered) == pieces and covered == sorted(set(covered))  # each piece once, in order
 
 
 def test_claim_messages_name_the_real_problem(finetuned, tmp_path, monkeypatch, capsys):
@@ -428,3 +441,12 @@ def test_claim_training_uses_the_idle_cpus_unless_told_and_keeps_the_count(tiny,
         assert devices_module.cpu_threads() == (devices_module.TORCH_THREADS, None)
     finally:
         torch.set_num_threads(before)
+
+
+def test_every_claim_of_the_readme_names_a_test_that_exists():
+    "The README's 'Runs that survive' backs each claim with a test by name: each name is a test of tests/."
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Runs that survive")[1].split("\n## ")[0]
+    named = set(re.findall(r"`(test_\w+)`", section))
+    defined = set(re.findall(r"^def (test_\w+)", "\n".join(p.read_text(encoding="utf-8")
+                                                           for p in (ROOT / "tests").glob("test_*.py")), re.M))
+    assert len(named) >= 15 and named <= defined, sorted(named - defined)
