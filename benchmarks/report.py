@@ -96,6 +96,31 @@ def inference_text(data: dict[str, Any]) -> str:
             f"{ev['largest_score_difference']:.0e}).\n")
 
 
+def shared_cpu_text(data: dict[str, Any]) -> str:
+    "The table of training beside a busy process (benchmarks/shared_cpu.py), and bertlib's choice as ratios."
+    m = data["machine"]
+    conditions = list(data["medians"])
+    lines = [f"Training on a shared CPU, {m['cpu']}, {m['cpu_cores']} cores; torch {m['torch']}; {m['date']}: the main "
+             f"command's step (`mini`, 8 x 128, MLM + NSP, AdamW), tokens/s, median of {data['rounds']} rounds of "
+             f"{data['steps']} steps, each in a fresh process (`python benchmarks/shared_cpu.py`):", "",
+             "| threads | " + " | ".join(conditions) + " |", "|---|" + "---:|" * len(conditions)]
+    for setting in data["medians"][conditions[0]]:
+        cells = []
+        for condition in conditions:
+            note = ""
+            if setting == "bertlib's choice":  # how many threads it chose, round by round
+                note = " (" + "/".join(str(t["threads"]) for t in data["timings"][condition][setting]) + " threads)"
+            cells.append(f"{data['medians'][condition][setting]:,.0f}{note}")
+        lines.append(f"| {setting} | " + " | ".join(cells) + " |")
+    loads = ", ".join(f"{condition} {min(v):.1f}-{max(v):.1f}" for condition, v in data["load_average"].items())
+    lines += ["", f"bertlib's choice (as many threads as CPUs are idle when training starts) trains at "
+              f"**{data['choice_vs_best_quiet']:.2f}** of the best setting's speed when the machine is quiet (target "
+              f"0.95) and **{data['choice_vs_one_thread_busy']:.2f}** of one thread's beside the busy process (target "
+              f"0.85). Load average (1 minute) as the timings started: {loads}; the machine was shared with other "
+              f"work, so \"quiet\" is only as quiet as that.", ""]
+    return "\n".join(lines)
+
+
 def render(results_dir: Path = RESULTS_DIR) -> str:
     "The README section (between the markers, markers excluded) for the JSON files in `results_dir`."
     def load(name: str) -> dict[str, Any] | None:
@@ -114,6 +139,8 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         parts.append(data_pipeline_text(data, cuda["results"] if cuda else []))
     parts += [inference_text(found) for name in ("inference-cpu.json", "inference-cuda.json")
               if (found := load(name))]
+    if shared := load("shared_cpu.json"):
+        parts.append(shared_cpu_text(shared))
     return "\n".join(parts).rstrip("\n")
 
 

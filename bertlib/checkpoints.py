@@ -10,8 +10,8 @@ of each file, rotated so that a kill never leaves a listed, broken one, and read
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["CHECKPOINT_PREFIX", "checkpoints", "save_checkpoint", "load_weights", "load_training_state",
-           "load_checkpoint", "write_checksums", "latest_checkpoint", "best_checkpoint"]
+__all__ = ["CHECKPOINT_PREFIX", "checkpoint_step", "checkpoints", "save_checkpoint", "load_weights",
+           "load_training_state", "load_checkpoint", "write_checksums", "latest_checkpoint", "best_checkpoint"]
 
 import hashlib
 import json
@@ -38,6 +38,11 @@ def _fsync_tree(folder: Path) -> None:
         with open(file, "rb") as f:
             os.fsync(f.fileno())
     fsync_dir(folder)
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    "The step of a checkpoint folder, from its name."
+    return int(checkpoint.name.removeprefix(CHECKPOINT_PREFIX))
 
 
 def checkpoints(run_dir: str | os.PathLike) -> list[Path]:

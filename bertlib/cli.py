@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _training_command(commands, "finetune", finetune, "fine-tune a pre-trained encoder on SST-2, RTE, CoNLL-2003 "
                           "or SQuAD", FinetuneConfig, "runs/TASK", data, ("task", "source", "time_budget"))
     p.add_argument("task", choices=TASK_NAMES, help="the task")
-    p.add_argument("--from", dest="source", metavar="RUN_OR_CHECKPOINT",
-                   help="the encoder: a bertlib run folder, an HF BERT folder, or a hub id")
+    p.add_argument("--from", dest="source", metavar="RUN_OR_HF_MODEL",
+                   help="the encoder: a bertlib run folder (pre-trained: its newest checkpoint; fine-tuned: its "
+                        "best/), an HF BERT folder, or a hub id")
 
     p = command("predict", predict, "ask a fine-tuned run about a text")
     p.add_argument("run", help="the fine-tuning run folder")
@@ -70,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
     p.add_argument("--question", help="the question, for question answering")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--newest", action="store_true", help="use the run's newest checkpoint, not its best validation's "
+                                                        "(best/, the default)")
 
     p = command("evaluate", evaluate, "score a run on the validation or test split", data)
     p.add_argument("run", help="the run folder")
@@ -89,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="the run folder")
     p.add_argument("output", help="the folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace files in a non-empty output folder")
+    p.add_argument("--newest", action="store_true", help="a fine-tuning run: export its newest checkpoint, not its "
+                                                        "best validation's (best/, the default)")
 
     p = command("info", info, "describe a run")
     p.add_argument("run", help="the run folder")

@@ -10,6 +10,7 @@ __all__ = ["UsageError", "prepare", "pretrain", "distil", "finetune", "predict",
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 from .config import BertConfig
 from .data import SPLITS, corpus_stats, load_wikitext2, wikitext_paragraphs
 from .options import given_options
-from .runs import RECIPES, load_run, read_metrics
+from .runs import RECIPES, is_run_folder, load_run, read_metrics
 from .task_examples import TASKS
 from .tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_tokenizer, train_tokenizer
 from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
@@ -71,18 +72,7 @@ def _settings(args: argparse.Namespace, out: Path, kind: type) -> tuple[Any, Any
     saved = load_run(out)[1]
     if type(saved) is not kind:
         raise UsageError(f"{out} was made by `python -m bertlib {RECIPES[type(saved)]}`; resume it with that command")
-    cfg = kind.from_dict({**saved.to_dict(), **given})
-    if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs):
-        print(f"the run's length changes from {_length(saved)} to {_length(cfg)}: the learning-rate schedule is "
-              f"recomputed for the new length, so from here on the run differs from one made that long from the "
-              f"start", file=sys.stderr)
-    return cfg, saved
-
-
-def _length(cfg: PretrainConfig) -> str:
-    if cfg.max_steps is not None:
-        return f"{cfg.max_steps:,} steps"
-    return f"{cfg.epochs:g} epochs" if cfg.epochs is not None else f"{cfg.time_budget:g} s"
+    return kind.from_dict({**saved.to_dict(), **given}), saved
 
 
 def pretrain(args: argparse.Namespace) -> None:
@@ -90,7 +80,7 @@ def pretrain(args: argparse.Namespace) -> None:
     a run."""
     from .pretraining import pretrain as run_pretraining
 
-    out, start = Path(args.output_dir or f"runs/{args.preset or 'mini'}"), time.perf_counter()
+    out, start = _output_dir(args, f"runs/{args.preset or 'mini'}"), time.perf_counter()
     model_config, tokenizer = None, None
     if args.resume:
         ignored = [flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer))
@@ -109,7 +99,7 @@ def pretrain(args: argparse.Namespace) -> None:
         cfg = _settings(args, out, PretrainConfig)[0]
     records = run_pretraining(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
                               resume=args.resume, on_log=_print_event)
-    _report_pretraining(out, records, start)
+    _report_pretraining(out, records, start, args.data_dir)
 
 
 def _no_choices(args: argparse.Namespace) -> bool:
@@ -142,47 +132,58 @@ def distil(args: argparse.Namespace) -> None:
     folder; with --resume, continue a run."""
     from .distillation import distil as run_distillation
 
-    out, start = Path(args.output_dir or "runs/student"), time.perf_counter()
+    out, start = _output_dir(args, "runs/student"), time.perf_counter()
     if not args.resume and not args.teacher:
         raise UsageError("say which run to distil: --teacher RUN_FOLDER (a pre-training run, e.g. models/course-mini)")
-    cfg, saved = _settings(args, out, DistilConfig)
-    if saved and args.teacher not in (None, saved.teacher):
-        raise UsageError(f"--resume continues {out}, distilled from {saved.teacher}; leave out --teacher, or start a "
-                         f"new run")
+    cfg = _settings(args, out, DistilConfig)[0]  # on --resume, --teacher may only say where a moved teacher is now
     records = run_distillation(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
-    _report_pretraining(out, records, start)
+    _report_pretraining(out, records, start, args.data_dir)
 
 
 def finetune(args: argparse.Namespace) -> None:
     "Fine-tune a pre-trained encoder on a task into a run folder; with --resume, continue a run."
-    from .finetuning import SELECTION_METRIC
+    from .finetuning import SELECTION_METRIC, best_validation
     from .finetuning import finetune as run_finetuning
 
-    out, start = Path(args.output_dir or f"runs/{args.task}"), time.perf_counter()
+    out, start = _output_dir(args, f"runs/{args.task}"), time.perf_counter()
     if not args.resume and not args.source:
         raise UsageError("say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an HF BERT "
                          "folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4")
     cfg, saved = _settings(args, out, FinetuneConfig)
-    if saved and (args.source is not None or args.task != saved.task):
-        raise UsageError(f"--resume continues {out} ({saved.task} from {saved.source}); leave out --from and give its "
-                         f"task, or start a new run")
+    if saved and args.task != saved.task:
+        raise UsageError(f"--resume continues {out}, which fine-tunes {saved.task}, not {args.task}; give its task, "
+                         f"or start a new run")
     records = run_finetuning(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
     valid = _report_saved(out, records, start)
-    if valid:
-        metric = SELECTION_METRIC[cfg.task]
-        best = max(valid, key=lambda r: r[metric])
-        print(f"best validation {metric} {best[metric]:.4f} at step {best['step']} (kept in {out / 'best'}); "
-              f"last {valid[-1][metric]:.4f}")
+    metric, best = SELECTION_METRIC[cfg.task], best_validation(out)
+    if best is not None:  # what best/ holds, which predict and export-hf read
+        print(f"best validation {metric} {best['scores'][metric]:.4f} at step {best['step']} (kept in {out / 'best'})"
+              + (f"; last {valid[-1][metric]:.4f}" if valid else ""))
+    elif valid:
+        print(f"{out / 'best'} is missing: no validation since it was lost beat it; predict and export-hf need "
+              f"--newest to read the newest checkpoint instead", file=sys.stderr)
     usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(TASKS[cfg.task].kind,
                                                                                                  '"TEXT"')
     print(f"try it: python -m bertlib predict {out} {usage}")
 
 
-def _report_pretraining(out: Path, records: list[dict], start: float) -> None:
-    "Say where a pre-training or distillation run was saved, its last validation, and what to look at next."
+def _output_dir(args: argparse.Namespace, default: str) -> Path:
+    "The run folder a training command writes: --output-dir, else `default`; an empty name is refused."
+    if args.output_dir is not None and not args.output_dir.strip():
+        raise UsageError("--output-dir is empty; give a folder, or leave the option out to use " + default)
+    return Path(default if args.output_dir is None else args.output_dir)
+
+
+def _report_pretraining(out: Path, records: list[dict], start: float, data_dir: str | None) -> None:
+    """Say where a pre-training or distillation run was saved, its last validation (a BERT's beside the unigram
+    baseline, with its guesses for two sentences and whether it is on the plateau), and what to look at next."""
     valid = _report_saved(out, records, start)
-    if valid:
-        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "nsp_accuracy", "rtd_accuracy")  # those the run has
+    if valid and "rtd_accuracy" not in valid[-1]:
+        from .run_report import run_report
+
+        print("\n".join(run_report(out, valid[-1], data_dir)))
+    elif valid:  # ELECTRA's: its discriminator's scores
+        shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_accuracy")
         print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
                                                                    if k in valid[-1]))
     print(f"loss curve: {out / 'loss_curve.png'}")
@@ -201,7 +202,8 @@ def _print_event(record: dict) -> None:
     if "event" in record:
         timing = (f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a "
                   f"validation)" if "seconds_per_step" in record else "")
-        print(f"step {record['step']}: {record['event']}{timing}", file=sys.stderr)
+        where = f"step {record['step']}: " if "step" in record else ""  # the run folder's own events have no step
+        print(f"{where}{record['event']}{timing}", file=sys.stderr)
 
 
 def _pretraining_run(run: str, command: str) -> bool:
@@ -213,27 +215,42 @@ def _pretraining_run(run: str, command: str) -> bool:
     return getattr(cfg, "objective", None) == "electra"
 
 
-def _check_utf8(text: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
+def _check_utf8(*texts: str | None) -> None:
+    for text in texts:
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
+
+
+def _finite(value: Any) -> Any:
+    "`value` with every float that is not finite (a perplexity that overflowed) as None, which JSON can say."
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return [_finite(v) for v in value] if isinstance(value, list | tuple) else value
+
+
+def _print_json(value: Any) -> None:
+    "Print `value` as one line of valid JSON: no NaN or Infinity, which JSON does not have."
+    print(json.dumps(_finite(value), allow_nan=False))
 
 
 def predict(args: argparse.Namespace) -> None:
     "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
     from .finetuning import predict as run_predict
-    from .model_factory import load_model
 
+    _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
     if not isinstance(cfg, FinetuneConfig):
         raise UsageError(f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
                          f"--from {args.run}), or use fill-mask")
-    model, tokenizer = load_model(args.run)
+    model, tokenizer = _load(args)
     result = run_predict(model, tokenizer, cfg.task, args.text, pair=args.pair, question=args.question,
-                         max_seq_len=cfg.max_seq_len, doc_stride=cfg.doc_stride)
+                         max_seq_len=cfg.max_seq_len, doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
     if args.json:
-        print(json.dumps(result))
+        _print_json(result)
     elif "probabilities" in result:
         print("  ".join(f"{name} {p:.3f}" for name, p in sorted(result["probabilities"].items(),
                                                                key=lambda item: -item[1])))
@@ -262,7 +279,7 @@ def evaluate(args: argparse.Namespace) -> None:
     else:
         scores = evaluate_run(args.run, args.split, **options, baseline=args.baseline)
     if args.json:
-        print(json.dumps(scores))
+        _print_json(scores)
         return
     print(f"{args.run} on the {args.split} split")
     for key, value in scores.items():
@@ -279,28 +296,40 @@ def fill_mask(args: argparse.Namespace) -> None:
     model, tokenizer = load_model(args.run)
     guesses = guess(model.generator if electra else model, tokenizer, args.text, top_k=args.top_k)
     if args.json:
-        print(json.dumps([[{"token": t, "score": p} for t, p in g] for g in guesses]))
+        _print_json([[{"token": t, "score": p} for t, p in g] for g in guesses])
         return
     for i, options in enumerate(guesses, 1):
         print(f"[MASK] {i}: " + "  ".join(f"{token} ({p:.3f})" for token, p in options))
 
 
+def _load(args: argparse.Namespace) -> tuple[Any, Any]:
+    "The model and tokenizer a command reads: a fine-tuning run's best/, or with --newest (said) its newest checkpoint."
+    from .model_factory import load_model, run_checkpoint
+
+    if args.newest:
+        print(f"using {run_checkpoint(args.run, load_run(args.run)[1], newest=True)} (--newest)", file=sys.stderr)
+    return load_model(args.run, newest=args.newest)
+
+
 def export_hf(args: argparse.Namespace) -> None:
-    "Write a run's newest checkpoint and tokenizer as a folder HF transformers loads (from_pretrained, pipeline)."
+    """Write a run as a folder HF transformers loads (from_pretrained, pipeline): a fine-tuning run's best validation
+    (best/; --newest: its newest checkpoint), a pre-training run's newest checkpoint, and the tokenizer, whose
+    model_max_length is the length the run trained at."""
     from .hf_folders import save_pretrained_hf
     from .interop import OWN_CLASSES, hf_class
-    from .model_factory import load_model
 
-    out, run = Path(args.output), Path(args.run)
+    out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file, not a folder; choose a folder to write the model into")
-    if run.is_dir() and (out.resolve() == run.resolve() or run.resolve() in out.resolve().parents):
-        raise UsageError(f"{out} is the run folder {run} (or inside it), whose files the export would replace; "
-                         f"choose another folder")
+    inside = next((p for p in (out.resolve(), *out.resolve().parents) if is_run_folder(p)), None)
+    if inside is not None:
+        raise UsageError(f"{out} is, or is inside, the bertlib run folder {inside}, whose files an export could "
+                         f"replace; choose a folder outside any run")
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UsageError(f"{out} exists and is not empty; pass --overwrite to replace its files, or choose another one")
-    model, tokenizer = load_model(args.run)
-    save_pretrained_hf(model, tokenizer, out)
+    cfg = load_run(args.run)[1]
+    model, tokenizer = _load(args)
+    save_pretrained_hf(model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len)
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
                                                                  type(model).__name__.replace("Bert", "AutoModel"))
     trust = ", trust_remote_code=True" if hf_class(model) in OWN_CLASSES.values() else ""  # its code is in the folder
@@ -308,18 +337,25 @@ def export_hf(args: argparse.Namespace) -> None:
 
 
 def info(args: argparse.Namespace) -> None:
-    "Describe a run: model, training settings, checkpoints and the latest metrics."
+    """Describe a run: model, training settings (a fine-tuning run: its task, encoder and best validation),
+    checkpoints and the latest metrics."""
     from .checkpoints import checkpoints
+    from .finetuning import best_validation
 
     model_config, cfg, tokenizer = load_run(args.run)
     records = read_metrics(Path(args.run) / "metrics.jsonl")
     train = [r for r in records if "loss" in r]
     valid = [r for r in records if r.get("split") == "validation"]
-    summary = {"run": str(args.run), "model": model_config.to_dict(), "training": cfg.to_dict(),
-               "vocabulary": tokenizer.get_vocab_size(), "checkpoints": [c.name for c in checkpoints(args.run)],
+    summary = {"run": str(args.run), "recipe": RECIPES[type(cfg)], "model": model_config.to_dict(),
+               "training": cfg.to_dict(), "vocabulary": tokenizer.get_vocab_size(),
+               "checkpoints": [c.name for c in checkpoints(args.run)],
                "last_train": train[-1] if train else None, "last_validation": valid[-1] if valid else None}
+    if isinstance(cfg, FinetuneConfig):
+        best = best_validation(args.run)
+        summary["best"] = None if best is None else {"step": best["step"], **{
+            k: v for k, v in best["scores"].items() if k not in ("step", "tokens", "train_seconds")}}
     if args.json:
-        print(json.dumps(summary))
+        _print_json(summary)
         return
     m = model_config
     print(f"run {args.run}")
@@ -327,6 +363,12 @@ def info(args: argparse.Namespace) -> None:
           f"vocabulary {m.vocab_size:,}, {m.norm_style}-LN")
     length = f"{cfg.max_steps} steps" if cfg.max_steps else f"{cfg.epochs} epochs"
     print(f"  training    {length}, batch {cfg.batch_size}, lr {cfg.lr}, {cfg.schedule} schedule, seed {cfg.seed}")
+    if isinstance(cfg, FinetuneConfig):
+        best = summary["best"]
+        scores = ", ".join(f"{k} {v:.4g}" for k, v in (best or {}).items() if k != "step")
+        kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"
+        print(f"  task        {cfg.task}, from {cfg.source} ({cfg.init} weights)")
+        print(f"  best/       {kept}")
     print(f"  checkpoints {', '.join(summary['checkpoints']) or 'none yet'}")
     for name, entry in (("last step", summary["last_train"]), ("validation", summary["last_validation"])):
         if entry:

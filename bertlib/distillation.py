@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -131,10 +132,13 @@ def distil(output_dir: str | os.PathLike, cfg: DistilConfig | None = None, *, da
     A new run needs an `output_dir` that does not exist or is empty; the student gets the teacher's tokenizer.
     `resume=True` continues the run from its newest checkpoint with its saved settings (`cfg` may change only
     `RESUMABLE_FIELDS`); the teacher must still be the model it was."""
-    with open_run(output_dir, cfg, DistilConfig, resume) as run:
+    with open_run(output_dir, cfg, DistilConfig, resume, on_log) as run:
         cfg = run.cfg
         if not cfg.teacher:
             raise ValueError("a new distillation run needs cfg.teacher (--teacher): a bertlib pre-training run folder")
+        if resume and not Path(cfg.teacher).exists():
+            raise RunError(f"the teacher {cfg.teacher} that {run.run_dir / 'config.json'} records is not there; if it "
+                           f"moved, say where it is now with --teacher (cfg.teacher)")
         if cfg.max_steps is None and cfg.epochs is None:
             raise ValueError("a distillation run is as long as --max-steps or --epochs says; a time budget is not "
                              "supported")

@@ -4,10 +4,12 @@ machine it runs on.
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
 """
 
-__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "RUNS_DIR_ENV", "quick_mode", "resolve_data_dir", "runs_dir", "machine"]
+__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "RUNS_DIR_ENV", "quick_mode", "resolve_data_dir", "runs_dir", "idle_cpus",
+           "machine"]
 
 import os
 import platform
+import time
 from pathlib import Path
 
 QUICK_ENV = "BERTLIB_QUICK"
@@ -30,6 +32,23 @@ def runs_dir() -> Path:
     """Where the notebooks put the run folders they train: `$BERTLIB_RUNS_DIR` (the tests point it at a temporary
     folder, so a replay leaves the checkout as it was), else `runs` beside the notebook."""
     return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+
+
+def idle_cpus(seconds: float = 0.5) -> float | None:
+    """How many CPUs sit idle over the next `seconds` (this process sleeping meanwhile), from the kernel's counters
+    (Linux's /proc/stat); None where they cannot be read."""
+    def counters() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:  # "cpu user nice system idle iowait irq softirq steal ..."
+            ticks = [int(t) for t in f.readline().split()[1:9]]
+        return sum(ticks), ticks[3] + ticks[4]
+
+    try:
+        total, idle = counters()
+        time.sleep(seconds)
+        total_after, idle_after = counters()
+    except (OSError, ValueError, IndexError):
+        return None
+    return (os.cpu_count() or 1) * (idle_after - idle) / max(1, total_after - total)
 
 
 def machine() -> str:

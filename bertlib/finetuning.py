@@ -6,9 +6,8 @@ Written by hand; the fine-tuning notebook uses it.
 """
 
 __all__ = ["SELECTION_METRIC", "TaskObjective", "load_source", "item_outputs", "task_predictions", "evaluate_task",
-           "trained_length", "task_data", "finetune", "predict"]
+           "trained_length", "task_data", "best_validation", "finetune", "predict"]
 
-import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -22,22 +21,30 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .batching import make_loader
-from .checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
+from .checkpoints import (
+    CHECKSUMS,
+    WEIGHTS,
+    best_checkpoint,
+    checkpoint_step,
+    checkpoints,
+    load_training_state,
+    save_checkpoint,
+)
 from .config import BertConfig
 from .devices import autocast, eval_mode, to_device
-from .finetune_data import TaskFeatures, best_spans, encode_task, word_predictions
+from .finetune_data import MAX_QUERY_LEN, TaskFeatures, best_spans, encode_task, word_predictions
 from .hf_folders import load_hf_encoder
 from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
 from .pretraining_data import PaddingCollator
-from .runs import RunError, check_vocabulary, load_run
+from .runs import RunError, check_vocabulary, is_run_folder, load_run, read_metrics
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
 from .tokenizer import pre_tokenize
-from .train_config import FinetuneConfig
-from .trainer import fit
+from .train_config import FinetuneConfig, default_seq_len
+from .trainer import NonFiniteLoss, fit
 
 SELECTION_METRIC = {"sst2": "accuracy", "rte": "accuracy", "conll2003": "f1", "squad": "f1"}  # picks the best epoch
 
@@ -59,23 +66,20 @@ class TaskObjective:
         return (model(batch["input_ids"], **inputs).loss,)
 
 
-def _is_bertlib_run(path: Path) -> bool:
-    "A folder with bertlib's `config.json` (a damaged one counts: loading it says what is wrong)."
-    try:
-        return "format" in json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError, TypeError):
-        return (path / "checkpoints").is_dir()
-
-
 def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.Tensor], Tokenizer]:
     """The encoder to fine-tune: its `BertConfig`, its weights (state-dict keys `bert.*` among others) and its
-    tokenizer, from a bertlib run folder (pre-trained or fine-tuned) or an HF BERT checkpoint (folder or hub id)."""
+    tokenizer, from a bertlib run folder (pre-trained: its newest checkpoint; fine-tuned: its best) or an HF BERT
+    checkpoint (folder or hub id). A file, or one checkpoint folder of a bertlib run, is refused with a `RunError`."""
     path = Path(source)
-    if _is_bertlib_run(path):
+    if path.is_file():
+        raise RunError(f"{source} is a file; give a folder (a bertlib run folder or an HF BERT folder) or a hub id")
+    if is_run_folder(path):
         model, tokenizer = load_model(path)
         return model.config, model.state_dict(), tokenizer
+    if (path / WEIGHTS).is_file() and (path / CHECKSUMS).is_file():
+        run = next((str(p) for p in path.parents if is_run_folder(p)), "its run folder")
+        raise RunError(f"{source} is one checkpoint of a bertlib run; give the run folder ({run}), whose newest "
+                       f"checkpoint (a fine-tuning run: its best) is used")
     try:
         return load_hf_encoder(source)
     except OSError as err:
@@ -90,7 +94,7 @@ def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
     training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
     not record it; Google's BERTs trained their last phase at 512)."""
     path = Path(source)
-    if not _is_bertlib_run(path):
+    if not is_run_folder(path):
         return model_config.max_position_embeddings
     cfg = load_run(path)[1]
     return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings
@@ -109,6 +113,10 @@ def item_outputs(model: nn.Module, features: TaskFeatures, batch_size: int = 64)
             b = to_device(batch, device)
             with autocast(device):
                 out = model(b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
+            heads = [x for x in (out.logits, out.start_logits, out.end_logits) if x is not None]
+            if not all(bool(x.isfinite().all()) for x in heads):
+                raise NonFiniteLoss("the model's outputs are not finite, so its weights are broken (by a learning rate "
+                                    "too high, with --on-nan skip, say); train it again with a lower learning rate")
             lengths = batch["attention_mask"].sum(1).tolist()
             if out.logits is not None and out.logits.dim() == 2:
                 outputs += list(out.logits.float().cpu())
@@ -159,7 +167,7 @@ def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfi
     if cfg.time_budget is not None or cfg.epochs is None and cfg.max_steps is None:
         raise ValueError("fine-tuning runs for a number of epochs or steps (time budgets are for pre-training)")
     trained = trained or model_config.max_position_embeddings
-    max_seq_len = cfg.max_seq_len or min(384 if TASKS[cfg.task].kind == "span" else 128, trained)
+    max_seq_len = cfg.max_seq_len or min(default_seq_len(cfg.task), trained)
     if max_seq_len > model_config.max_position_embeddings:
         raise ValueError(f"max_seq_len={max_seq_len} is longer than the model's max_position_embeddings="
                          f"{model_config.max_position_embeddings}")
@@ -179,11 +187,29 @@ def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfi
     return cfg, train_features, eval_features, eval_examples
 
 
+def best_validation(run_dir: str | os.PathLike) -> dict | None:
+    "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
+    found = best_checkpoint(run_dir)
+    return None if found is None else load_training_state(found)
+
+
 def _keep_best(run_dir: Path, model: nn.Module, metric: str, on_log: Callable[[dict], None] | None
                ) -> Callable[[dict], None]:
-    "An `on_log` that saves the model in `run_dir/best` whenever a validation beats the best so far, then logs on."
-    found = best_checkpoint(run_dir)
-    best = load_training_state(found)["scores"][metric] if found else -math.inf
+    """An `on_log` that saves the model in `run_dir/best` whenever a validation beats the best so far, then logs on.
+    The best so far is `best/`'s; if `best/` was lost, the best validation up to the newest checkpoint, so that a
+    resumed run never puts a worse model there (it says so)."""
+    kept = best_validation(run_dir)
+    if kept is not None:
+        best = kept["scores"][metric]
+    else:
+        saved = checkpoints(run_dir)
+        last = checkpoint_step(saved[-1]) if saved else 0
+        earlier = [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("split") == "validation"
+                   and r["step"] <= last]
+        best = max((r[metric] for r in earlier), default=-math.inf)
+        if earlier and on_log is not None:
+            on_log({"event": f"{run_dir / 'best'} is missing: only a validation above its {metric} of {best:.4f} "
+                             f"will fill it again"})
 
     def log(entry: dict) -> None:
         nonlocal best
@@ -206,7 +232,7 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
     Validates after every epoch (or `eval_every` steps) and keeps the best validation's weights in
     `output_dir/best` (`bertlib.checkpoints.best_checkpoint`); `resume=True` continues a stopped run from its
     newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`)."""
-    with open_run(output_dir, cfg, FinetuneConfig, resume) as run:
+    with open_run(output_dir, cfg, FinetuneConfig, resume, on_log) as run:
         cfg, weights = run.cfg, None
         if resume:
             model_config, tokenizer = run.model_config, run.tokenizer
@@ -230,27 +256,48 @@ def finetune(output_dir: str | os.PathLike, cfg: FinetuneConfig | None = None, *
                 on_log({"step": 0, "event": f"new weights, not in {cfg.source}: {', '.join(new_weights)}"})
         evaluate = partial(evaluate_task, task=cfg.task, features=eval_features, examples=eval_examples,
                            max_answer_len=cfg.max_answer_len)
-        return fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
-                   evaluate=evaluate, run_dir=run.run_dir, resume=resume,
-                   on_log=_keep_best(run.run_dir, model, SELECTION_METRIC[cfg.task], on_log),
-                   show_progress=show_progress)
+        records = fit(model, train_features, TaskObjective(cfg.task, tokenizer.token_to_id("[PAD]")), cfg,
+                      evaluate=evaluate, run_dir=run.run_dir, resume=resume,
+                      on_log=_keep_best(run.run_dir, model, SELECTION_METRIC[cfg.task], on_log),
+                      show_progress=show_progress)
+    if not any("loss" in r for r in records):  # with --on-nan skip, every step was skipped: nothing was learned
+        raise NonFiniteLoss(f"every step of {run.run_dir} was skipped: its loss or gradient was never finite, so the "
+                            f"model learned nothing; train it again with a lower learning rate")
+    return records
+
+
+_READS = {"sequence": "one text", "token": "one text", "pair": "two texts (the second with --pair)",
+          "span": "a paragraph and a question (--question)"}
+
+
+def _check_inputs(task: str, tokenizer: Tokenizer, text: str, pair: str | None, question: str | None) -> None:
+    "Raise a one-line ValueError for inputs a task cannot read: a missing, extra or empty text."
+    kind = TASKS[task].kind
+    given = {"pair": pair, "question": question}
+    wanted = {"pair": "pair", "span": "question"}.get(kind)
+    for name, value in given.items():
+        if (value is not None) != (name == wanted):
+            action = f"leave out --{name}" if value is not None else f"give --{name} too"
+            raise ValueError(f"{task} reads {_READS[kind]}: {action}")
+    inputs = {"text": text, **({wanted: given[wanted]} if wanted else {})}
+    for name, value in inputs.items():
+        if not tokenizer.encode(value, add_special_tokens=False).ids:
+            raise ValueError(f"the {name} is empty (it has no word pieces); give some text")
 
 
 def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pair: str | None = None,
-            question: str | None = None, max_seq_len: int | None = None, doc_stride: int | None = None
-            ) -> dict[str, Any]:
+            question: str | None = None, max_seq_len: int | None = None, doc_stride: int | None = None,
+            max_query_len: int = MAX_QUERY_LEN) -> dict[str, Any]:
     """What a fine-tuned `model` says about one input: for a classifier the probability of each label (`text`,
     and `pair` for a sentence-pair task), for a tagger the tag of each word and the entities, for question
-    answering the answer to `question` in `text` with its characters (windows of `max_seq_len` every `doc_stride`
-    pieces, as the run was fine-tuned)."""
+    answering the answer to `question` in `text` with its characters. Inputs are cut to `max_seq_len` as the run was
+    trained (SQuAD: windows `doc_stride` apart, a third of a window unless told, the question cut to
+    `max_query_len`); a missing, extra or empty text is a ValueError."""
+    _check_inputs(task, tokenizer, text, pair, question)
     kind = TASKS[task].kind
     names = TASKS[task].label_names
-    length = max_seq_len or min(model.config.max_position_embeddings, 384 if kind == "span" else 128)
+    length = max_seq_len or min(model.config.max_position_embeddings, default_seq_len(task))
     if kind in ("sequence", "pair"):
-        if kind == "pair" and pair is None:
-            raise ValueError(f"{task} classifies a pair of texts: give the second one too (--pair)")
-        if kind == "sequence" and pair is not None:
-            raise ValueError(f"{task} classifies one text; leave out the second (--pair)")
         example = ClassificationExample(text, 0, names, pair)
         features = encode_task(task, [example], tokenizer, length)
         probs = item_outputs(model, features)[0].softmax(-1).tolist()
@@ -258,17 +305,14 @@ def predict(model: nn.Module, tokenizer: Tokenizer, task: str, text: str, *, pai
                 "probabilities": dict(zip(names, probs, strict=True))}
     if kind == "token":
         words = pre_tokenize(text)
-        if not words:
-            raise ValueError("the text has no words to tag")
         example = TaggedSentence(tuple(words), ("O",) * len(words))
         features = encode_task(task, [example], tokenizer, length)
         tags = task_predictions(task, item_outputs(model, features), features, [example])[0]
         return {"words": words, "tags": tags,
                 "entities": [(name, " ".join(words[a:b])) for name, a, b in iob2_entities(tags)]}
-    if not question:
-        raise ValueError("question answering needs a question (--question) about the text")
     example = SquadExample("question", "", text, question, ())
-    features = encode_task(task, [example], tokenizer, length, doc_stride=doc_stride or length // 3)
+    features = encode_task(task, [example], tokenizer, length, doc_stride=doc_stride or length // 3,
+                           max_query_len=max_query_len)
     starts, ends = zip(*item_outputs(model, features), strict=True)
     start, end = best_spans(starts, ends, features.meta)["question"]
     return {"answer": text[start:end], "start": start, "end": end}

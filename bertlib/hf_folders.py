@@ -49,8 +49,13 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
                                                 **HF_SPECIAL_TOKENS)
 
 
-def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike) -> Path:
+def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike, *,
+                       model_max_length: int | None = None) -> Path:
     """Write `model` and `tokenizer` to the directory `path` in HF `transformers`' format and return it.
+
+    The tokenizer's `model_max_length` (where a pipeline's `truncation=True` cuts) is the longest sequence the model
+    was trained on, if given (`export-hf` gives a fine-tuned run's `max_seq_len`, so the pipeline cuts long text where
+    `predict` does), else the model's `max_position_embeddings`.
 
     The directory holds the model as its HF class (`hf_class`: safetensors and config.json, with a head's label
     names) and the fast tokenizer, so `from_pretrained(path)` and the matching pipeline work: "fill-mask" for a
@@ -66,7 +71,7 @@ def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, pat
     if tokenizer.get_vocab_size() > model.config.vocab_size:
         raise ValueError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the model only "
                          f"BertConfig.vocab_size={model.config.vocab_size}")
-    hf_tokenizer = to_hf_tokenizer(tokenizer, model.config.max_position_embeddings)
+    hf_tokenizer = to_hf_tokenizer(tokenizer, model_max_length or model.config.max_position_embeddings)
     hf_model = to_transformers(model)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ built fresh, or loaded from a checkpoint with its tokenizer for evaluation, pred
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["build_model", "model_from_checkpoint", "load_model"]
+__all__ = ["build_model", "model_from_checkpoint", "run_checkpoint", "load_model"]
 
 import os
 from pathlib import Path
@@ -19,7 +19,7 @@ from .devices import resolve_device
 from .electra import ElectraForPreTraining
 from .heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
 from .model import BertForPreTraining
-from .runs import RunConfig, load_run
+from .runs import RunConfig, RunError, load_run
 from .task_examples import TASKS
 from .train_config import FinetuneConfig, PretrainConfig
 
@@ -48,10 +48,25 @@ def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunCo
     return model
 
 
-def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[nn.Module, Tokenizer]:
-    """A run's model in eval mode on `device`, and its tokenizer: the newest checkpoint of a pre-training run
-    (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its task's head)."""
+def run_checkpoint(run_dir: str | os.PathLike, cfg: RunConfig, newest: bool = False) -> Path:
+    """The checkpoint a run is used from: the newest of a pre-training run; the best validation's of a fine-tuning
+    run (`best/`), or with `newest` its newest one. A fine-tuning run without a whole `best/` is refused rather than
+    quietly read from another checkpoint."""
+    if newest or not isinstance(cfg, FinetuneConfig):
+        return latest_checkpoint(run_dir)
+    best = best_checkpoint(run_dir)
+    if best is None:
+        raise RunError(f"{run_dir} has no whole best/ checkpoint (deleted, or cut short by a crash), so its best "
+                       f"validation's weights are gone; pass --newest (newest=True) to use its newest checkpoint "
+                       f"instead, or fine-tune it again")
+    return best
+
+
+def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu", *, newest: bool = False
+               ) -> tuple[nn.Module, Tokenizer]:
+    """A run's model in eval mode on `device`, and its tokenizer, from `run_checkpoint`: the newest checkpoint of a
+    pre-training run (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its
+    task's head; with `newest`, the newest)."""
     model_config, cfg, tokenizer = load_run(run_dir)
-    checkpoint = (isinstance(cfg, FinetuneConfig) and best_checkpoint(run_dir)) or latest_checkpoint(run_dir)
-    model = model_from_checkpoint(model_config, checkpoint, cfg)
+    model = model_from_checkpoint(model_config, run_checkpoint(run_dir, cfg, newest), cfg)
     return model.to(resolve_device(device)).eval(), tokenizer

@@ -39,6 +39,15 @@ def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
         name = "long_seq_len" if cfg.long_seq_len else "max_seq_len"
         raise ValueError(f"{name}={longest} is longer than the model's max_position_embeddings="
                          f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
+    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+        # HF ELECTRA, which an ELECTRA run exports to, is Post-LN with a layer per depth and learned positions
+        unsupported = [option for option, used in (
+            ("--position-embedding-type rope", model_config.position_embedding_type != "absolute"),
+            ("--share-layers", model_config.share_layers), ("--norm-style pre", model_config.norm_style != "post"),
+            ("--pairing sop", cfg.pairing == "sop")) if used]
+        if unsupported:
+            raise ValueError(f"--objective electra cannot go with {', '.join(unsupported)}: ELECTRA's model here is "
+                             f"HF ELECTRA's (Post-LN, a layer per depth, learned positions, no sentence-order head)")
 
 
 def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
@@ -85,7 +94,7 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
     With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
     for as many steps as fit; the run folder records that number, so resuming it is exact."""
     started = time.perf_counter()
-    with open_run(output_dir, cfg, PretrainConfig, resume) as run:
+    with open_run(output_dir, cfg, PretrainConfig, resume, on_log) as run:
         cfg = run.cfg
         if resume:
             model_config, tokenizer = run.model_config, run.tokenizer

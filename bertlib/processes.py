@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -31,20 +32,43 @@ def init_distributed() -> bool:
     return True
 
 
+def _usual_way_out(signum: int, handler: Any, frame: Any) -> None:
+    "Do what `handler`, the handler before `stop_signals`, does with a signal: Ctrl-C's KeyboardInterrupt, or the end."
+    if callable(handler):
+        handler(signum, frame)
+    elif handler != signal.SIG_IGN:
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
 @contextmanager
 def stop_signals() -> Iterator[list[int]]:
     """Turn the first SIGINT or SIGTERM into a request (the list it yields gets the signal number), which the
-    loop honours between steps; a second signal takes the usual way out at once."""
+    loop honours between steps; a second signal takes the usual way out at once.
+
+    Python runs a signal's handler between bytecodes only, once however often the signal came: two Ctrl-C during one
+    slow operation would reach it as one. So the signals are also counted on a wakeup pipe, to which the interpreter
+    writes one byte per signal as it arrives."""
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
         yield received
         return
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    reader, writer = os.pipe()
+    os.set_blocking(reader, False)
+    os.set_blocking(writer, False)
+    wakeup = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
 
     def request_stop(signum, frame) -> None:
-        received.append(signum)
+        try:
+            arrived = sum(byte in previous for byte in os.read(reader, 512))  # other signals write bytes too
+        except BlockingIOError:
+            arrived = 1
         for s, handler in previous.items():
             signal.signal(s, handler)
+        if arrived > 1:
+            _usual_way_out(signum, previous[signum], frame)
+        received.append(signum)
 
     for s in previous:
         signal.signal(s, request_stop)
@@ -53,3 +77,6 @@ def stop_signals() -> Iterator[list[int]]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        signal.set_wakeup_fd(wakeup)
+        os.close(reader)
+        os.close(writer)

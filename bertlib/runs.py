@@ -14,8 +14,9 @@ crash never leaves a broken file, and read back with clear errors. The checkpoin
 Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
 """
 
-__all__ = ["RUN_FORMAT", "RECIPES", "RunError", "read_metrics", "write_metrics", "write_run_config", "check_new_run",
-           "create_run", "check_vocabulary", "load_run", "RESUMABLE_FIELDS", "resumed_config"]
+__all__ = ["RUN_FORMAT", "RECIPES", "RunError", "read_metrics", "write_metrics", "is_run_folder", "write_run_config",
+           "check_new_run", "create_run", "check_vocabulary", "load_run", "RESUMABLE_FIELDS", "MOVABLE_FIELDS",
+           "absolute_references", "resumed_config"]
 
 import dataclasses
 import json
@@ -62,12 +63,27 @@ def write_metrics(path: str | os.PathLike, records: list[dict]) -> None:
     atomic_write(path, "".join(json.dumps(r) + "\n" for r in records))
 
 
+def is_run_folder(path: str | os.PathLike) -> bool:
+    "Whether `path` is a bertlib run folder: a `config.json` of bertlib's (or a damaged one, beside checkpoints)."
+    path = Path(path)
+    try:
+        return "format" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError, TypeError):
+        return (path / "checkpoints").is_dir()
+
+
+MAKERS = "`python -m bertlib pretrain`, `distil` or `finetune` with --output-dir DIR"  # the commands that make runs
+
+
 def _read_run_config(run_dir: Path) -> dict:
     path = run_dir / "config.json"
     if not run_dir.is_dir():
-        raise RunError(f"no run folder {run_dir}; runs are made by `python -m bertlib pretrain --output-dir DIR`")
+        raise RunError(f"no run folder {run_dir}" + (" (it is a file)" if run_dir.exists() else "") +
+                       f"; runs are made by {MAKERS}")
     if not path.exists():
-        raise RunError(f"{run_dir} is not a bertlib run (no config.json); make runs with `python -m bertlib pretrain`")
+        raise RunError(f"{run_dir} is not a bertlib run (no config.json); runs are made by {MAKERS}")
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(saved, dict):
@@ -93,7 +109,9 @@ def check_new_run(run_dir: str | os.PathLike) -> None:
     """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
     process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
     run_dir = Path(run_dir)
-    if run_dir.exists() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
+    if run_dir.exists() and any(run_dir.iterdir()):
         raise RunError(f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
                        f"continue it, or choose another output folder")
     import torch.distributed as dist  # only a torchrun group needs it
@@ -139,22 +157,38 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokeniz
 
 # settings a resumed run may change; all others define what is learned and must stay as they were
 RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
-                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan")
+                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan", "threads")
+# where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
+# anew once the recorded one is gone
+MOVABLE_FIELDS = ("teacher", "source")
+
+
+def absolute_references(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
+    the run resumes from any working directory (a hub id stays as it is)."""
+    local = {name: str(Path(value).resolve()) for name in MOVABLE_FIELDS
+             if (value := getattr(cfg, name, None)) and Path(value).exists()}
+    return dataclasses.replace(cfg, **local) if local else cfg
 
 
 def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
                    ) -> tuple[BertConfig, RunConfig, Tokenizer]:
-    """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that
-    changes only fields in `RESUMABLE_FIELDS`. `kind` is the settings class the resuming recipe expects."""
+    """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that changes only
+    fields in `RESUMABLE_FIELDS` (or, once the recorded folder is gone, points a `MOVABLE_FIELDS` one anew). `kind` is
+    the settings class the resuming recipe expects. Local references come back absolute (`absolute_references`)."""
     run_dir = Path(run_dir)
     model_config, saved_cfg, tokenizer = load_run(run_dir)
     if not isinstance(saved_cfg, kind):
         raise RunError(f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
                        f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`")
-    if cfg is not None:
-        changed = [f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
-                   and getattr(cfg, f.name) != getattr(saved_cfg, f.name)]
-        if changed:
-            raise RunError(f"a resumed run keeps its settings, but {', '.join(changed)} differ from "
-                           f"{run_dir / 'config.json'}; start a new run to change them")
-    return model_config, cfg or saved_cfg, tokenizer
+    saved_cfg = absolute_references(saved_cfg)
+    if cfg is None:
+        return model_config, saved_cfg, tokenizer
+    cfg = absolute_references(cfg)
+    changed = {f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
+               and getattr(cfg, f.name) != getattr(saved_cfg, f.name)}
+    moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
+    if changed - moved:
+        raise RunError(f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
+                       f"{run_dir / 'config.json'}; start a new run to change them")
+    return model_config, cfg, tokenizer

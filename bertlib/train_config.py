@@ -7,7 +7,7 @@ Written by hand; notebook 07 presents it.
 """
 
 __all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "Pairing", "SOFT_TARGETS", "parse_duration", "TrainConfig",
-           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "FinetuneConfig"]
+           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "default_seq_len", "FinetuneConfig"]
 
 import dataclasses
 import math
@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal, Self, get_args
 from .checks import check_choice, check_non_negative, check_positive, check_positive_ints
 from .config import POOLINGS
 from .data import WIKITEXT_CONFIGS
-from .task_examples import TASK_NAMES
+from .task_examples import TASK_NAMES, TASKS
 
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
@@ -71,6 +71,9 @@ class TrainConfig:
     device: str = _option("auto", "'auto' (a GPU if there is one), 'cpu', 'cuda', 'cuda:1', ...")
     compile: bool = _option(False, "compile the model with torch.compile (best on a GPU)")
     num_workers: int | None = _option(None, "data loader processes (default: 0 on a CPU, 4 with a GPU)")
+    threads: int | None = _option(None, "CPU threads to train with (default: OMP_NUM_THREADS if set, else as many as "
+                                        "the CPUs idle when the run starts; recorded, so that a resumed run computes "
+                                        "exactly as before)")
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -81,7 +84,7 @@ class TrainConfig:
             # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretraining`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
         check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
-                                    "save_every", "keep_checkpoints", "eval_batches"))
+                                    "save_every", "keep_checkpoints", "eval_batches", "threads"))
         check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
         check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
@@ -215,6 +218,11 @@ class DistilConfig(PretrainDataConfig):
             raise ValueError("DistilConfig.alpha_ce, alpha_mlm and alpha_cos are all 0; give at least one a weight")
 
 
+def default_seq_len(task: str) -> int:
+    "A task's sequence length unless told otherwise: 384 for question answering (as BERT), else 128."
+    return 384 if TASKS[task].kind == "span" else 128
+
+
 @dataclass
 class FinetuneConfig(TrainConfig):
     """`TrainConfig` with fine-tuning's defaults (3 epochs, lr 1e-4, 10% warm-up, a validation and a
@@ -238,7 +246,8 @@ class FinetuneConfig(TrainConfig):
                                                  "(default: all)")
     eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
     doc_stride: int | None = _option(None, "SQuAD: pieces between the starts of two windows over one paragraph "
-                                           "(default: a third of --max-seq-len, as BERT's 128 of 384)")
+                                           "(default: a third of --max-seq-len, as BERT's 128 of 384; a window's "
+                                           "length when that is less, so that no text is skipped)")
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
     untrained_positions: bool = _option(False, "allow --max-seq-len past the length the encoder was pre-trained on "
@@ -252,3 +261,8 @@ class FinetuneConfig(TrainConfig):
         check_choice("FinetuneConfig.init", self.init, INITS)
         check_choice("FinetuneConfig.pooling", self.pooling, POOLINGS)
         check_positive_ints(self, ("train_examples", "eval_examples", "doc_stride", "max_query_len", "max_answer_len"))
+        kind, length = TASKS[self.task].kind, self.max_seq_len or default_seq_len(self.task)
+        shortest = 5 if kind in ("pair", "span") else 3  # [CLS], [SEP] (twice for two texts) and a piece of each text
+        if length < shortest:
+            raise ValueError(f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
+                             f"special tokens and a piece of each text, at least {shortest}")

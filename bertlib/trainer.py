@@ -323,10 +323,10 @@ def save(loop: Loop) -> None:
         raise NonFiniteLoss(f"the weights are not finite at step {loop.step}; no checkpoint written. Lower the "
                             f"learning rate, or pass --on-nan skip")
     if loop.writer:
-        state = {"step": loop.step, "total_steps": loop.steps, "phase": loop.phase,
-                 "data_position": asdict(loop.position), "tokens": loop.tokens, "seconds": loop.train_seconds,
-                 "optimizer": loop.optimizer.state_dict(), "scheduler": loop.scheduler.state_dict(),
-                 "loss_sums": loop.loss_sums.cpu(), "window": loop.window}
+        state = {"step": loop.step, "total_steps": loop.steps, "epoch_batches": len(loop.loaders[0]),
+                 "phase": loop.phase, "data_position": asdict(loop.position), "tokens": loop.tokens,
+                 "seconds": loop.train_seconds, "optimizer": loop.optimizer.state_dict(),
+                 "scheduler": loop.scheduler.state_dict(), "loss_sums": loop.loss_sums.cpu(), "window": loop.window}
         save_checkpoint(loop.run_dir, loop.model, state, loop.step, loop.cfg.keep_checkpoints)
         save_figure(plot_metrics(loop.records, loop.run_dir.name), loop.run_dir / "loss_curve.png")
     if loop.world_size > 1:

@@ -7,11 +7,15 @@
 - `pytest -m "not slow"` is the fast lane; notebook replays (nbval) count as slow.
 - A missing tool (a browser, say) skips a test on a developer's machine and fails it under CI (`CI=1`, set by
   `.ci/run`), so CI never passes by skipping: call `missing_tool(reason)`.
+- Training runs use torch's thread count (OMP_NUM_THREADS, set here for this process and the commands it starts)
+  instead of one measured from the CPUs idle at the time: a count that follows the load would make runs that tests
+  compare bit for bit round differently.
 """
 import os
 from pathlib import Path
 
 import pytest
+import torch
 
 from bertlib.corpus import wikitext_corpus
 from bertlib.data import load_wikitext2
@@ -19,6 +23,7 @@ from bertlib.environment import resolve_data_dir
 from bertlib.tokenizer import save_tokenizer, train_wikitext_tokenizer
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 

@@ -133,3 +133,22 @@ def test_model_flops_per_token():
     bench = load_script("train_step")
     config = BertConfig.from_preset("base", vocab_size=30522)
     assert bench.model_flops_per_token(config, 128, 110_000_000) == 6 * 110_000_000 + 12 * 12 * 128 * 768
+
+
+def test_shared_cpu_ratios_and_their_report(tmp_path):
+    "The shared-CPU benchmark's ratios (the targets are stated in them) and the README table made of them."
+    bench, report = load_script("shared_cpu"), load_script("report")
+    speeds = {"quiet": (2000, 3000, 2500, 2900), "beside a busy process": (2000, 800, 1900, 1900)}
+    timings = {condition: {setting: [{"tokens_per_second": speed, "threads": 1 if setting == "one thread" else 2,
+                                      "load_average": 0.4 + 0.1 * i, "idle_cpus": None}]
+                           for i, (setting, speed) in enumerate(zip(bench.SETTINGS, values, strict=True))}
+               for condition, values in speeds.items()}
+    data = {"machine": sample("cpu")["machine"], "steps": 20, "rounds": 1, "timings": timings,
+            **bench.summary(timings)}
+    assert data["choice_vs_best_quiet"] == pytest.approx(2900 / 3000)
+    assert data["choice_vs_one_thread_busy"] == pytest.approx(1900 / 2000)
+    (tmp_path / "shared_cpu.json").write_text(json.dumps(data))
+    text = report.render(tmp_path)
+    assert "| one thread | 2,000 | 2,000 |" in text and "| all cores | 3,000 | 800 |" in text
+    assert "| bertlib's choice | 2,900 (2 threads) | 1,900 (2 threads) |" in text
+    assert "**0.97** of the best setting's speed when the machine is quiet" in text and "**0.95** of one" in text
