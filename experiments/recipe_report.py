@@ -55,6 +55,11 @@ def at_wall_time(result: dict, seconds: float) -> float:
     return math.exp(points[-1][1])
 
 
+def load(result: dict) -> float:
+    "The machine's mean 1-minute load average at the run's validations (on 2 cores; the run itself is 1 of it)."
+    return sum(e["load_average"] for e in subset_curve(result)) / len(subset_curve(result))
+
+
 def common_seconds(group: list[dict]) -> float:
     "The training time of a group's fastest run: every run of the group has a curve up to there."
     return min(r["train_seconds"] for r in group)
@@ -125,16 +130,16 @@ def study_table(results: list[dict], budget: str) -> list[str]:
         f"{common / 60:.1f} min`, each run's subset curve at the training time of the group's fastest run, "
         "interpolated in log-perplexity.",
         "",
-        "| recipe | what changes | steps | tokens | tokens/s | train min | val ppl | MLM acc | NSP acc | "
+        "| recipe | what changes | steps | tokens | tokens/s | train min | load | val ppl | MLM acc | NSP acc | "
         f"ppl @ {common / 60:.1f} min | KL to unigram | top-1 in 10 most frequent | commit |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in group:
         final, probe = r["evaluations"][-1], subset_curve(r)[-1]
         lines.append(
             f"| `{r['recipe']}` | {r['note']} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
-            f"{r['tokens_per_s']:,.0f} | "
-            f"{r['train_seconds'] / 60:.1f} | **{final['mlm_perplexity']:.1f}** | {final['mlm_accuracy']:.3f} | "
+            f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | {load(r):.1f} | "
+            f"**{final['mlm_perplexity']:.1f}** | {final['mlm_accuracy']:.3f} | "
             f"{final['nsp_accuracy']:.3f} | {at_wall_time(r, common):.1f} | {probe['kl_to_unigram']:.2f} | "
             f"{probe['top1_in_10_most_frequent']:.2f} | `{r['commit']}` |"
         )
@@ -214,21 +219,23 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
         f"not edit by hand. Each recipe trains `mini` from scratch for a number of training tokens: `full` is "
         f"that of the main command before this study ({DEFAULT_STEPS:,} steps of {BASELINE['batch_size']} pairs, "
         f"{BUDGET_TOKENS / 1e6:.2f}M tokens), `third` a third of it; one thread of the development machine's "
-        "CPU, shared with other work. `val ppl` and `NSP` are on the whole validation split at the end; the "
+        "CPU, shared with other work (`load`: the machine's mean 1-minute load average at the run's validations, "
+        "on 2 cores). `val ppl` and `NSP` are on the whole validation split at the end; the "
         f"last column is the perplexity on a fixed {SUBSET_BATCHES * 64}-pair subset after as much training time as "
         "the fastest run of the same budget had ("
         + ", ".join(f"`{b}`: {s / 60:.1f} min" for b, s in common.items())
         + "). `commit`: the commit the run was made at.",
         "",
-        "| recipe | what changes | budget | tokens | minutes | tokens/s | val ppl | NSP | ppl at equal wall time "
-        "| commit |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| recipe | what changes | budget | tokens | minutes | tokens/s | load | val ppl | NSP | ppl at equal wall "
+        "time | commit |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         final = r["evaluations"][-1]
         lines.append(
             f"| `{r['recipe']}` | {r['note']} | {r['budget']} | {r['tokens'] / 1e6:.2f}M | "
-            f"{r['train_seconds'] / 60:.1f} | {r['tokens_per_s']:,.0f} | **{final['mlm_perplexity']:.1f}** | "
+            f"{r['train_seconds'] / 60:.1f} | {r['tokens_per_s']:,.0f} | {load(r):.1f} | "
+            f"**{final['mlm_perplexity']:.1f}** | "
             f"{final['nsp_accuracy']:.1%} | {at_wall_time(r, common[r['budget']]):.1f} | `{r['commit']}` |"
         )
     met = [

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -261,11 +262,16 @@ def run(name: str, budget: str, out: Path, smoke: bool = False) -> dict:
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     split = f"validation[:{subset * valid.batch_size}]"
-    probes = {0: probe(model)}
 
-    def probe_at_validation(loop: Loop) -> None:
+    def measure(model: BertForPreTraining) -> dict:
+        # the load average says how much of a core the run had: the machine is shared
+        return {**probe(model), "load_average": os.getloadavg()[0]}
+
+    measured = {0: measure(model)}
+
+    def measure_at_validation(loop: Loop) -> None:
         if loop.step % cfg.eval_every == 0 or loop.step == loop.steps:
-            probes[loop.step] = probe(loop.model)
+            measured[loop.step] = measure(loop.model)
 
     def show(record: dict) -> None:
         if record.get("split") == "validation":
@@ -276,10 +282,10 @@ def run(name: str, budget: str, out: Path, smoke: bool = False) -> dict:
     start = {"step": 0, "tokens": 0, "train_seconds": 0.0, **validation_metrics(model, valid, subset)}
     records = fit(model, phases(data), objective(recipe), cfg,
                   evaluate=partial(validation_metrics, loader=valid, max_batches=subset), on_log=show,
-                  hooks=[probe_at_validation], show_progress=False)
+                  hooks=[measure_at_validation], show_progress=False)
     log = [r for r in records if "loss" in r]
     end = {k: log[-1][k] for k in ("step", "tokens", "train_seconds")}
-    evaluations = [{**r, "split": split, **probes[r["step"]]}
+    evaluations = [{**r, "split": split, **measured[r["step"]]}
                    for r in [start, *(r for r in records if r.get("split") == "validation")]]
     evaluations.append({**end, "split": "validation", **validation_metrics(model, valid, final)})
     result.update(evaluations=evaluations, log=log, steps=end["step"], tokens=end["tokens"],
