@@ -88,11 +88,11 @@ def readme_block(evaluation: dict) -> str:
             f"scored in float32 on {evaluation['machine']}:\n\n| split |{table}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--card", action="store_true", help="only rewrite README.md from evaluation.json")
     output_options(p, RUN, smoke="score only the first batch of each split")
-    args = parse(p, argv)
+    args = parse(p)
     path = args.out / "evaluation.json"
     if not args.card:
         write_json(path, evaluate(1 if args.smoke else None))

@@ -66,13 +66,13 @@ def run(out: Path, smoke: bool = False) -> dict:
     records = distil(student, cfg, show_progress=sys.stderr.isatty())
     minutes = (time.perf_counter() - start) / 60
     teacher_sst2 = read_json(TEACHER_SST2)
-    # the teacher's settings exactly
+    # the teacher's settings exactly (but for what a smoke run shrinks)
     ft_cfg = FinetuneConfig(**{**teacher_sst2["settings"], "source": str(student), **(SMOKE["sst2"] if smoke else {})})
     ft = finetune(ft_dir, ft_cfg, show_progress=sys.stderr.isatty())
     metric = SELECTION_METRIC["sst2"]
-    batches = SMOKE["batches"] if smoke else SPEED_BATCHES
+    timed, scored = (SMOKE["batches"], SMOKE["batches"]) if smoke else (SPEED_BATCHES, None)
     loader = evaluation_loader("validation", load_run(student)[2], max_seq_len=cfg.max_seq_len)
-    speed_batches = list(islice(loader, batches))  # also what --smoke scores
+    speed_batches = list(islice(loader, timed))
     result = {"settings": asdict(cfg), "curve": records, "minutes": minutes, **provenance(),
               "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
     for name, path in {"teacher": TEACHER, "student": student}.items():
@@ -81,8 +81,7 @@ def run(out: Path, smoke: bool = False) -> dict:
                         "parameters": sum(p.numel() for p in model.parameters()),
                         "encoder_parameters": sum(p.numel() for p in model.bert.parameters()),
                         "cpu_tokens_per_s": tokens_per_second(model, speed_batches),
-                        "validation": evaluate_run(path, "validation", device="cpu",
-                                                   max_batches=batches if smoke else None)}
+                        "validation": evaluate_run(path, "validation", device="cpu", max_batches=scored)}
     result["teacher"]["sst2"] = teacher_sst2["best"][metric]
     result["student"]["sst2"] = max(r[metric] for r in ft if r.get("split") == "validation")
     write_json(out / "results" / "student.json", result)
@@ -121,12 +120,12 @@ teacher's."""
     print(body)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", nargs="?", choices=["run"], help="distil, fine-tune and time")
     p.add_argument("--report", action="store_true", help="write the tables from the result file")
     output_options(p, HERE, smoke="distil for 4 steps, fine-tune on 64 sentences, time and score one batch")
-    args = parse(p, argv)
+    args = parse(p)
     if args.command == "run":
         run(args.out, args.smoke)
     if args.report:

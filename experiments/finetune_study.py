@@ -131,13 +131,13 @@ is on the GLUE test set and is there for scale only; the course model saw WikiTe
     print(body)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "report"), nargs="?", default="report")
     p.add_argument("plans", nargs="*", default=list(PLANS), help="plans to run (all): " + ", ".join(PLANS))
     p.add_argument("--report", action="store_true", help="only write the tables")
     output_options(p, HERE, smoke="fine-tune on 64 examples for one epoch and validate on 64")
-    args = parse(p, argv)
+    args = parse(p)
     unknown = set(args.plans) - set(PLANS)
     if unknown:
         p.error(f"unknown plan(s) {sorted(unknown)}; choose from {list(PLANS)}")

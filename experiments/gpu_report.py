@@ -76,10 +76,10 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     output_options(p, RESULTS)
-    args = parse(p, argv)
+    args = parse(p)
     rows = [run_row(name) for name in SESSIONS]
     body = table(rows)
     machine = "one NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, bf16 autocast, 2026-11-22/23"

@@ -420,12 +420,12 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
     print(f"wrote {out / 'README.md'}, curves.png, plateau.png and the recipe study's block of {readme}")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     output_options(parser, HERE)
     parser.add_argument("--gpu-runs", type=Path, default=GPU_RUNS,
                         help="GPU run folders to show beside the study (skipped if absent)")
-    args = parse(parser, argv)
+    args = parse(parser)
     report(args.out, args.readme, args.gpu_runs)
 
 

@@ -369,7 +369,7 @@ def speed(names: list[str], out: Path, smoke: bool = False, rounds: int = 2) -> 
     return result
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["run", "check", "speed"],
                         help="run recipes, check that the library repeats the results, or measure their speed")
@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", choices=list(BUDGETS), default="third")
     parser.add_argument("--force", action="store_true", help="re-run recipes that already have a result")
     output_options(parser, HERE, smoke="a few steps and one validation batch per score, to try the study out")
-    args = parse(parser, argv)
+    args = parse(parser)
     recipes = list(RECIPES) if args.all else args.names
     unknown = [n for n in (recipes if args.command != "check" else []) if n not in RECIPES]
     if unknown:

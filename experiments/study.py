@@ -78,10 +78,10 @@ def output_options(parser: argparse.ArgumentParser, folder: Path, smoke: str | N
         parser.add_argument("--smoke", action="store_true", help=f"{smoke}; only with --out elsewhere")
 
 
-def parse(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> argparse.Namespace:
+def parse(parser: argparse.ArgumentParser) -> argparse.Namespace:
     "Parse the command line and note the commit the process starts from; `--smoke` must not write into the study."
     commit()
-    args = parser.parse_args(argv)
+    args = parser.parse_args()
     if getattr(args, "smoke", False) and args.out.resolve() == Path(parser.get_default("out")).resolve():
         parser.error("--smoke writes a tiny result: give it an --out other than the study's folder")
     return args

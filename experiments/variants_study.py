@@ -224,14 +224,14 @@ SST-2 | minutes | tokens/s |
     print(body)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", nargs="?", choices=["run", "rte"],
                    help="run the named variants, or fine-tune finished ones on RTE")
     p.add_argument("names", nargs="*", metavar="NAME", help=f"of {list(VARIANTS)} (default: all)")
     p.add_argument("--report", action="store_true", help="write the tables and the figure from the results")
     output_options(p, HERE, smoke="pre-train for 4 steps, score one batch, fine-tune on 64 examples for one epoch")
-    args = parse(p, argv)
+    args = parse(p)
     unknown = set(args.names) - set(VARIANTS)
     if unknown:
         p.error(f"unknown variant(s) {sorted(unknown)}; choose from {list(VARIANTS)}")
