@@ -4,24 +4,18 @@ own files, so that every number on the card comes from a measurement.
 
     python experiments/course_model.py            # evaluate (a few minutes on a CPU), then write the card
     python experiments/course_model.py --card     # only rewrite the card from evaluation.json
+
+Hand-written; not part of the library.
 """
 import argparse
 import datetime
-import json
-import platform
-import sys
-from pathlib import Path
 
-import torch
+from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bertlib.checkpoints import checkpoints
+from bertlib.evaluate import evaluate_run
+from bertlib.runs import load_run, read_metrics
 
-from benchmarks.report import update_readme  # noqa: E402
-from bertlib.checkpoints import checkpoints  # noqa: E402
-from bertlib.evaluate import evaluate_run  # noqa: E402
-from bertlib.runs import load_run, read_metrics  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "models" / "course-mini"
 # how the run was made: the command of experiments/gpu/session2.sh, on the machine its log names
 MADE_BY = {
@@ -36,11 +30,12 @@ MADE_BY = {
 }
 
 
-def evaluate() -> dict:
-    scores = {split: evaluate_run(RUN, split, device="cpu", baseline=True) for split in ("validation", "test")}
-    return {"scores": scores, "machine": f"{platform.processor() or platform.machine()}, torch {torch.__version__}",
-            "date": datetime.date.today().isoformat(), "command": "python -m bertlib evaluate models/course-mini "
-                                                                  "--split SPLIT --baseline --device cpu"}
+def evaluate(max_batches: int | None = None) -> dict:
+    "The shipped run's scores and the unigram baseline's on the validation and test splits (or their first batches)."
+    scores = {split: evaluate_run(RUN, split, device="cpu", baseline=True, max_batches=max_batches)
+              for split in ("validation", "test")}
+    return {"scores": scores, **provenance(), "date": datetime.date.today().isoformat(),
+            "command": "python -m bertlib evaluate models/course-mini --split SPLIT --baseline --device cpu"}
 
 
 def card(evaluation: dict) -> str:
@@ -96,15 +91,15 @@ def readme_block(evaluation: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--card", action="store_true", help="only rewrite README.md from evaluation.json")
-    args = p.parse_args()
-    path = RUN / "evaluation.json"
+    output_options(p, RUN, smoke="score only the first batch of each split")
+    args = parse(p)
+    path = args.out / "evaluation.json"
     if not args.card:
-        path.write_text(json.dumps(evaluate(), indent=2) + "\n")
-    evaluation = json.loads(path.read_text())
-    (RUN / "README.md").write_text(card(evaluation))
-    update_readme(ROOT / "README.md", readme_block(evaluation), "<!-- course-model:start -->",
-                  "<!-- course-model:end -->")
-    print(f"wrote {RUN / 'README.md'} and the course model's section of README.md")
+        write_json(path, evaluate(1 if args.smoke else None))
+    evaluation = read_json(path)
+    (args.out / "README.md").write_text(card(evaluation))
+    update_readme(args.readme, "course-model", readme_block(evaluation))
+    print(f"wrote {args.out / 'README.md'} and the course model's section of {args.readme}")
 
 
 if __name__ == "__main__":

@@ -14,10 +14,7 @@ section from it. ELECTRA, the other model that learns from a second one, is a ro
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import asdict
@@ -25,19 +22,16 @@ from itertools import islice
 from pathlib import Path
 
 import torch
+from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from benchmarks.report import update_readme  # noqa: E402
-from bertlib.devices import eval_mode  # noqa: E402
-from bertlib.distillation import distil, teacher_layers  # noqa: E402
-from bertlib.environment import machine  # noqa: E402
-from bertlib.evaluate import evaluate_run  # noqa: E402
-from bertlib.finetuning import SELECTION_METRIC, finetune  # noqa: E402
-from bertlib.model_factory import load_model  # noqa: E402
-from bertlib.pretraining_data import evaluation_loader  # noqa: E402
-from bertlib.runs import load_run  # noqa: E402
-from bertlib.train_config import DistilConfig, FinetuneConfig  # noqa: E402
+from bertlib.devices import eval_mode
+from bertlib.distillation import distil, teacher_layers
+from bertlib.evaluate import evaluate_run
+from bertlib.finetuning import SELECTION_METRIC, finetune
+from bertlib.model_factory import load_model
+from bertlib.pretraining_data import evaluation_loader
+from bertlib.runs import load_run
+from bertlib.train_config import DistilConfig, FinetuneConfig
 
 HERE = ROOT / "experiments" / "distil_study"
 TEACHER = ROOT / "models" / "course-mini"
@@ -47,6 +41,8 @@ TEACHER_SST2 = ROOT / "experiments" / "finetune_study" / "results" / "sst2-1k-pr
 BUDGET = dict(max_steps=1500, batch_size=8, max_seq_len=128, log_every=50, eval_every=250, eval_batches=20,
               save_every=500, seed=0)
 SPEED_BATCHES = 20  # validation batches of 64 pairs timed per model
+SMOKE = {"distil": dict(max_steps=4, eval_every=4, eval_batches=1, save_every=4),
+         "sst2": dict(epochs=1.0, train_examples=64, eval_examples=64), "batches": 1}
 
 
 def tokens_per_second(model: torch.nn.Module, batches: list[dict[str, torch.Tensor]]) -> float:
@@ -60,45 +56,41 @@ def tokens_per_second(model: torch.nn.Module, batches: list[dict[str, torch.Tens
     return sum(int(b["attention_mask"].sum()) for b in batches) / seconds
 
 
-def run(data_dir: str | None) -> dict:
-    "Distil, fine-tune the student on SST-2, time both models and write the result file."
-    out, ft_dir = HERE / "runs" / "student", HERE / "runs" / "student-sst2"
-    for folder in (out, ft_dir):
+def run(out: Path, smoke: bool = False) -> dict:
+    "Distil, fine-tune the student on SST-2, time both models and write the result file into `out/results`."
+    student, ft_dir = out / "runs" / "student", out / "runs" / "student-sst2"
+    for folder in (student, ft_dir):
         shutil.rmtree(folder, ignore_errors=True)
-    cfg = DistilConfig(teacher=str(TEACHER), **BUDGET)
+    cfg = DistilConfig(teacher=str(TEACHER), **{**BUDGET, **(SMOKE["distil"] if smoke else {})})
     start = time.perf_counter()
-    records = distil(out, cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    records = distil(student, cfg, show_progress=sys.stderr.isatty())
     minutes = (time.perf_counter() - start) / 60
-    teacher_sst2 = json.loads(TEACHER_SST2.read_text())
-    ft_cfg = FinetuneConfig(**{**teacher_sst2["settings"], "source": str(out)})  # the teacher's settings exactly
-    ft = finetune(ft_dir, ft_cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    teacher_sst2 = read_json(TEACHER_SST2)
+    # the teacher's settings exactly (but for what a smoke run shrinks)
+    ft_cfg = FinetuneConfig(**{**teacher_sst2["settings"], "source": str(student), **(SMOKE["sst2"] if smoke else {})})
+    ft = finetune(ft_dir, ft_cfg, show_progress=sys.stderr.isatty())
     metric = SELECTION_METRIC["sst2"]
-    batches = list(islice(evaluation_loader("validation", load_run(out)[2], max_seq_len=cfg.max_seq_len,
-                                            data_dir=data_dir), SPEED_BATCHES))
-    models = {"teacher": TEACHER, "student": out}
-    result = {"settings": asdict(cfg), "curve": records, "minutes": minutes, "threads": torch.get_num_threads(),
-              "machine": machine(), "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
-              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                       cwd=ROOT).stdout.strip()}
-    for name, path in models.items():
+    timed, scored = (SMOKE["batches"], SMOKE["batches"]) if smoke else (SPEED_BATCHES, None)
+    loader = evaluation_loader("validation", load_run(student)[2], max_seq_len=cfg.max_seq_len)
+    speed_batches = list(islice(loader, timed))
+    result = {"settings": asdict(cfg), "curve": records, "minutes": minutes, **provenance(),
+              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for name, path in {"teacher": TEACHER, "student": student}.items():
         model = load_model(path)[0]
         result[name] = {"layers": model.config.num_hidden_layers,
                         "parameters": sum(p.numel() for p in model.parameters()),
                         "encoder_parameters": sum(p.numel() for p in model.bert.parameters()),
-                        "cpu_tokens_per_s": tokens_per_second(model, batches),
-                        "validation": evaluate_run(path, "validation", device="cpu", data_dir=data_dir)}
+                        "cpu_tokens_per_s": tokens_per_second(model, speed_batches),
+                        "validation": evaluate_run(path, "validation", device="cpu", max_batches=scored)}
     result["teacher"]["sst2"] = teacher_sst2["best"][metric]
     result["student"]["sst2"] = max(r[metric] for r in ft if r.get("split") == "validation")
-    path = HERE / "results" / "student.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(out / "results" / "student.json", result)
     return result
 
 
-def report() -> None:
-    r = json.loads((HERE / "results" / "student.json").read_text())
+def report(out: Path, readme: Path) -> None:
+    "Write `out/README.md` and `readme`'s `distil` block from `out/results/student.json`."
+    r = read_json(out / "results" / "student.json")
     t, s, c = r["teacher"], r["student"], r["settings"]
     share = lambda key: 100 * s[key] / t[key]  # noqa: E731
     rows = [f"| {name} | {m['layers']} | {m['parameters'] / 1e6:.2f}M | {m['encoder_parameters'] / 1e6:.2f}M | "
@@ -123,9 +115,8 @@ The student keeps {100 * s['encoder_parameters'] / t['encoder_parameters']:.0f}%
 {s['cpu_tokens_per_s'] / t['cpu_tokens_per_s']:.2f}x as fast, and keeps {share('sst2'):.0f}% of the teacher's SST-2
 accuracy; its perplexity is {s['validation']['mlm_perplexity'] / t['validation']['mlm_perplexity']:.2f}x the
 teacher's."""
-    HERE.mkdir(exist_ok=True)
-    (HERE / "README.md").write_text("# Distillation study\n\n" + body + "\n")
-    update_readme(ROOT / "README.md", body, "<!-- distil:start -->", "<!-- distil:end -->")
+    (out / "README.md").write_text("# Distillation study\n\n" + body + "\n")
+    update_readme(readme, "distil", body)
     print(body)
 
 
@@ -133,11 +124,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", nargs="?", choices=["run"], help="distil, fine-tune and time")
     p.add_argument("--report", action="store_true", help="write the tables from the result file")
-    args = p.parse_args()
+    output_options(p, HERE, smoke="distil for 4 steps, fine-tune on 64 sentences, time and score one batch")
+    args = parse(p)
     if args.command == "run":
-        run(os.environ.get("BERTLIB_DATA_DIR"))
+        run(args.out, args.smoke)
     if args.report:
-        report()
+        report(args.out, args.readme)
 
 
 if __name__ == "__main__":

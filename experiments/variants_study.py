@@ -14,36 +14,25 @@ in them is typed by hand.
 """
 
 import argparse
-import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
 
-import matplotlib
+from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
+from bertlib.config import BertConfig
+from bertlib.electra_evaluate import rtd_metrics
+from bertlib.evaluate import validation_metrics
+from bertlib.finetuning import SELECTION_METRIC, finetune
+from bertlib.model_factory import load_model
+from bertlib.pretraining import pretrain
+from bertlib.pretraining_data import evaluation_loader
+from bertlib.tasks import load_task
+from bertlib.train_config import FinetuneConfig, PretrainConfig
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.report import update_readme  # noqa: E402
-from bertlib.config import BertConfig  # noqa: E402
-from bertlib.electra_evaluate import rtd_metrics  # noqa: E402
-from bertlib.environment import machine  # noqa: E402
-from bertlib.evaluate import validation_metrics  # noqa: E402
-from bertlib.finetuning import SELECTION_METRIC, finetune  # noqa: E402
-from bertlib.model_factory import load_model  # noqa: E402
-from bertlib.pretraining import pretrain  # noqa: E402
-from bertlib.pretraining_data import evaluation_loader  # noqa: E402
-from bertlib.tasks import load_task  # noqa: E402
-from bertlib.train_config import FinetuneConfig, PretrainConfig  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 HERE = ROOT / "experiments" / "variants_study"
 # The shared budget: 1,500 steps of 16 sequences of 64 tokens (1.5M token slots; the README command's 4,000
 # steps of 8 x 128 hold 4.1M), about 12 minutes per variant on one busy CPU thread. Training at 64 tokens leaves
@@ -54,6 +43,9 @@ BUDGET = dict(max_steps=1500, batch_size=16, max_seq_len=64, lr=1e-3, log_every=
 # 2,490 pairs, 3 epochs) for the runs that ELECTRA is compared with; both at the training length
 SST2 = dict(task="sst2", epochs=3.0, batch_size=32, lr=1e-4, train_examples=1000, max_seq_len=64, seed=0)
 RTE = dict(task="rte", epochs=3.0, batch_size=32, lr=1e-4, max_seq_len=64, seed=0)
+# --smoke: 4 steps, one validation batch per score, fine-tuning on 64 examples for one epoch
+SMOKE = {"pretrain": dict(max_steps=4, log_every=2, eval_every=4, eval_batches=1, save_every=4), "batches": 1,
+         "finetune": dict(epochs=1.0, train_examples=64, eval_examples=64)}
 # name: (what changes, BertConfig switches, PretrainConfig switches); `bert` is the library's default recipe
 VARIANTS = {
     "bert": ("BERT as the course builds it: learned absolute positions, Post-LN, MLM + NSP, 30% masking", {}, {}),
@@ -71,45 +63,34 @@ VARIANTS = {
 }
 
 
-def _commit() -> str:
-    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                          cwd=ROOT).stdout.strip()
-
-
-def _write(path: Path, result: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1) + "\n")
-    os.replace(tmp, path)
-
-
-def run(name: str, data_dir: str | None) -> dict:
-    "Pre-train, score at 1x and 2x the length, fine-tune on SST-2, and write the result file (skipped if it exists)."
-    path = HERE / "results" / f"{name}.json"
+def run(name: str, out: Path, smoke: bool = False) -> dict:
+    """Pre-train, score at 1x and 2x the length, fine-tune on SST-2, and write the result file into `out/results`
+    (skipped if it exists)."""
+    path = out / "results" / f"{name}.json"
     if path.exists():
-        return json.loads(path.read_text())
+        return read_json(path)
     _, model_switches, train_switches = VARIANTS[name]
     model_config = replace(BertConfig.from_preset("mini"), **model_switches)
-    cfg = PretrainConfig(**BUDGET, **train_switches)
-    out = HERE / "runs" / name
-    shutil.rmtree(out, ignore_errors=True)  # a run that did not finish starts again
+    cfg = PretrainConfig(**{**BUDGET, **(SMOKE["pretrain"] if smoke else {})}, **train_switches)
+    run_dir = out / "runs" / name
+    shutil.rmtree(run_dir, ignore_errors=True)  # a run that did not finish starts again
     start = time.perf_counter()
-    records = pretrain(out, model_config, cfg, data_dir=data_dir, show_progress=sys.stderr.isatty())
+    records = pretrain(run_dir, model_config, cfg, show_progress=sys.stderr.isatty())
     minutes = (time.perf_counter() - start) / 60
-    model, tokenizer = load_model(out)
+    model, tokenizer = load_model(run_dir)
     scores = {}
     # every variant on the same pairs and masks; ELECTRA's MLM scores are its small generator's, beside the
     # discriminator's replaced-token detection
     score = rtd_metrics if cfg.objective == "electra" else validation_metrics
     for length in (cfg.max_seq_len, 2 * cfg.max_seq_len):
-        loader = evaluation_loader("validation", tokenizer, max_seq_len=length, data_dir=data_dir)
-        scores[str(length)] = score(model, loader)
+        loader = evaluation_loader("validation", tokenizer, max_seq_len=length)
+        scores[str(length)] = score(model, loader, max_batches=SMOKE["batches"] if smoke else None)
         print(f"{name} at {length} tokens: perplexity {scores[str(length)]['mlm_perplexity']:.1f}", flush=True)
-    ft_dir = HERE / "runs" / f"{name}-sst2"
+    sst2 = {**SST2, **(SMOKE["finetune"] if smoke else {})}
+    ft_dir = out / "runs" / f"{name}-sst2"
     shutil.rmtree(ft_dir, ignore_errors=True)
     ft_start = time.perf_counter()
-    ft = finetune(ft_dir, FinetuneConfig(source=str(out), log_every=50, **SST2), data_dir=data_dir,
-                  show_progress=sys.stderr.isatty())
+    ft = finetune(ft_dir, FinetuneConfig(source=str(run_dir), log_every=50, **sst2), show_progress=sys.stderr.isatty())
     metric = SELECTION_METRIC["sst2"]
     best = max((r for r in ft if r.get("split") == "validation"), key=lambda r: r[metric])
     speeds = [r["tokens_per_s"] for r in records if "tokens_per_s" in r]
@@ -119,29 +100,29 @@ def run(name: str, data_dir: str | None) -> dict:
               "minutes": minutes, "tokens_per_s": sorted(speeds)[len(speeds) // 2],
               "curve": [r for r in records if r.get("split") == "validation" or "mlm_loss" in r],
               "scores": scores,
-              "sst2": {"settings": SST2, "best": best, "minutes": (time.perf_counter() - ft_start) / 60},
-              "threads": torch.get_num_threads(), "machine": machine(), "commit": _commit(),
-              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
-    _write(path, result)
+              "sst2": {"settings": sst2, "best": best, "minutes": (time.perf_counter() - ft_start) / 60},
+              **provenance(), "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    write_json(path, result)
     print(f"{name}: validation perplexity {scores['64']['mlm_perplexity']:.1f}, SST-2 {100 * best[metric]:.1f}% "
           f"({minutes:.1f} min)", flush=True)
     return result
 
 
-def rte(name: str, data_dir: str | None) -> dict:
+def rte(name: str, out: Path, smoke: bool = False) -> dict:
     "Fine-tune a finished variant on RTE and add the best validation accuracy to its result file."
-    path = HERE / "results" / f"{name}.json"
-    result = json.loads(path.read_text())
+    path = out / "results" / f"{name}.json"
+    result = read_json(path)
     if "rte" not in result:
-        out = HERE / "runs" / f"{name}-rte"
-        shutil.rmtree(out, ignore_errors=True)
+        ft_dir = out / "runs" / f"{name}-rte"
+        shutil.rmtree(ft_dir, ignore_errors=True)
+        settings = {**RTE, **(SMOKE["finetune"] if smoke else {})}
         start = time.perf_counter()
-        records = finetune(out, FinetuneConfig(source=str(HERE / "runs" / name), log_every=50, **RTE),
-                           data_dir=data_dir, show_progress=sys.stderr.isatty())
+        records = finetune(ft_dir, FinetuneConfig(source=str(out / "runs" / name), log_every=50, **settings),
+                           show_progress=sys.stderr.isatty())
         metric = SELECTION_METRIC["rte"]
         best = max((r for r in records if r.get("split") == "validation"), key=lambda r: r[metric])
-        result["rte"] = {"settings": RTE, "best": best, "minutes": (time.perf_counter() - start) / 60}
-        _write(path, result)
+        result["rte"] = {"settings": settings, "best": best, "minutes": (time.perf_counter() - start) / 60}
+        write_json(path, result)
         print(f"{name}: RTE {100 * best[metric]:.1f}%", flush=True)
     return result
 
@@ -155,6 +136,11 @@ def _smooth(values: list[float], window: int = 5) -> list[float]:
 def plot(results: list[dict], path: Path) -> None:
     """Training MLM loss (smoothed) and validation perplexity of every variant against the step, and each one's
     perplexity at twice the training length over that at the training length."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, (train_ax, valid_ax, length_ax) = plt.subplots(1, 3, figsize=(15, 3.8))
     for i, r in enumerate(results):
         train = [x for x in r["curve"] if x.get("split") != "validation"]
@@ -181,9 +167,9 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def report() -> None:
-    results = [json.loads((HERE / "results" / f"{n}.json").read_text()) for n in VARIANTS
-               if (HERE / "results" / f"{n}.json").exists()]
+def report(out: Path, readme: Path) -> None:
+    "Write `out/README.md`, `out/curves.png` and `readme`'s `variants` block from the result files in `out/results`."
+    results = [read_json(out / "results" / f"{n}.json") for n in VARIANTS if (out / "results" / f"{n}.json").exists()]
     base = next((r for r in results if r["name"] == "bert"), None)
     rows = []
     notes = []
@@ -212,7 +198,7 @@ def report() -> None:
         notes.append(f"RTE (all 2,490 training pairs, 3 epochs, 64 tokens, best validation accuracy, one seed; always "
                      f"answering the majority class scores {100 * max(labels.values()) / labels.total():.1f}%): "
                      f"{scores}.")
-    plot(results, HERE / "curves.png")
+    plot(results, out / "curves.png")
     machines = sorted({f"{r['machine']}, {r['threads']} thread(s)" for r in results})
     b = BUDGET
     body = f"""Generated by `python experiments/variants_study.py --report` from `experiments/variants_study/results`,
@@ -232,10 +218,9 @@ SST-2 | minutes | tokens/s |
 {chr(10).join(notes)}
 
 ![loss curves](experiments/variants_study/curves.png)"""
-    HERE.mkdir(exist_ok=True)
-    (HERE / "README.md").write_text("# Variants at equal compute\n\n" + body.replace("experiments/variants_study/", "")
-                                    + "\n")
-    update_readme(ROOT / "README.md", body, "<!-- variants:start -->", "<!-- variants:end -->")
+    (out / "README.md").write_text("# Variants at equal compute\n\n" + body.replace("experiments/variants_study/", "")
+                                   + "\n")
+    update_readme(readme, "variants", body)
     print(body)
 
 
@@ -245,15 +230,15 @@ def main() -> None:
                    help="run the named variants, or fine-tune finished ones on RTE")
     p.add_argument("names", nargs="*", metavar="NAME", help=f"of {list(VARIANTS)} (default: all)")
     p.add_argument("--report", action="store_true", help="write the tables and the figure from the results")
-    args = p.parse_args()
-    data_dir = os.environ.get("BERTLIB_DATA_DIR")
+    output_options(p, HERE, smoke="pre-train for 4 steps, score one batch, fine-tune on 64 examples for one epoch")
+    args = parse(p)
     unknown = set(args.names) - set(VARIANTS)
     if unknown:
         p.error(f"unknown variant(s) {sorted(unknown)}; choose from {list(VARIANTS)}")
     for name in args.names or (VARIANTS if args.command else []):
-        (run if args.command == "run" else rte)(name, data_dir)
+        (run if args.command == "run" else rte)(name, args.out, args.smoke)
     if args.report:
-        report()
+        report(args.out, args.readme)
 
 
 if __name__ == "__main__":

@@ -6,15 +6,13 @@ loss, its weights cast to float16: small enough to bring back from a GPU machine
 import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from bertlib.checkpoints import checkpoints, write_checksums  # noqa: E402
-from bertlib.runs import read_metrics  # noqa: E402
+from bertlib.checkpoints import checkpoints, write_checksums
+from bertlib.runs import read_metrics
 
 
 def best_checkpoint(run: Path) -> Path:

@@ -1,0 +1,189 @@
+"""The studies in experiments/: each script runs end to end in its smallest mode (`--smoke`) into a temporary folder
+and writes its results, report and README block there; the recipe study's probes are the library's attention
+analyses (`bertlib.viz`), equal to the definitions they replaced; the GPU sessions name scripts that exist and
+options that today's command line takes.
+
+The studies are scripts, run here as they are run by hand (`python experiments/NAME.py`); the one unit test imports
+`recipe_study` the way the scripts import each other, with experiments/ on the path.
+"""
+
+import importlib
+import json
+import math
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from bertlib.cli import build_parser
+from bertlib.config import BertConfig
+from bertlib.model import BertForPreTraining
+from bertlib.pretraining_data import evaluation_loader
+from bertlib.tokenizer import CLS_ID, SEP_ID
+
+ROOT = Path(__file__).resolve().parents[1]
+EXPERIMENTS = ROOT / "experiments"
+
+pytestmark = pytest.mark.slow
+
+
+def study(script: str, *args: str | Path) -> str:
+    "Run `experiments/<script>` with `args` as a user would, fail with its output if it fails, return its output."
+    done = subprocess.run([sys.executable, str(EXPERIMENTS / script), *map(str, args)], cwd=ROOT, text=True,
+                          capture_output=True)
+    assert done.returncode == 0, f"{script} {args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@pytest.fixture
+def readme(tmp_path) -> Path:
+    "A copy of the project's README, for the studies to rewrite their blocks in."
+    copy = tmp_path / "README.md"
+    copy.write_text((ROOT / "README.md").read_text())
+    return copy
+
+
+def block(readme: Path, name: str) -> str:
+    "The generated block `name` of `readme`."
+    return readme.read_text().split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+
+
+def test_recipe_study_runs_checks_times_and_reports(tmp_path, readme):
+    out = tmp_path / "recipe"
+    study("recipe_study.py", "run", "default", "combo-b8", "--smoke", "--out", out)
+    result = json.loads((out / "results" / "default@third.json").read_text())
+    assert result["steps"] == 4 and result["log"][-1]["step"] == 4
+    assert [e["step"] for e in result["evaluations"]] == [0, 1, 2, 3, 4, 4]  # the subset at every step, then all
+    assert 0 < result["evaluations"][1]["attention_entropy_bits_per_layer"][0] < math.log2(128)
+    assert "repeats all 2 results" in study("recipe_study.py", "check", "--out", out)
+    study("recipe_study.py", "speed", "default", "--smoke", "--out", out)
+    study("recipe_report.py", "--out", out, "--readme", readme)
+    for name in ("README.md", "curves.png", "plateau.png", "speed.json"):
+        assert (out / name).stat().st_size > 0
+    assert "| `combo-b8` |" in (out / "README.md").read_text()
+    assert block(readme, "recipe-study") != block(ROOT / "README.md", "recipe-study")
+
+
+def test_recipe_study_refuses_a_smoke_run_into_its_own_folder():
+    done = subprocess.run([sys.executable, str(EXPERIMENTS / "recipe_study.py"), "run", "default", "--smoke"],
+                          cwd=ROOT, text=True, capture_output=True)
+    assert done.returncode == 2 and "--smoke writes a tiny result" in done.stderr
+
+
+def test_finetune_study(tmp_path, readme, task_data):
+    out = tmp_path / "finetune"
+    study("finetune_study.py", "run", "sst2-lr3e-5", "--smoke", "--out", out, "--readme", readme)
+    assert sorted(p.name for p in (out / "results").iterdir()) == ["sst2-lr3e-5-pretrained-s0.json",
+                                                                   "sst2-lr3e-5-random-s0.json"]
+    assert "(`sst2-lr3e-5`)" in block(readme, "finetune") and (out / "README.md").exists()
+
+
+def test_distil_study(tmp_path, readme, task_data):
+    out = tmp_path / "distil"
+    study("distil_study.py", "run", "--report", "--smoke", "--out", out, "--readme", readme)
+    assert (out / "results" / "student.json").exists() and (out / "README.md").exists()
+    assert "| student | 2 |" in block(readme, "distil")
+
+
+def test_variants_study(tmp_path, readme, task_data):
+    out = tmp_path / "variants"
+    study("variants_study.py", "run", "bert", "--smoke", "--out", out, "--readme", readme)
+    study("variants_study.py", "rte", "bert", "--report", "--smoke", "--out", out, "--readme", readme)
+    result = json.loads((out / "results" / "bert.json").read_text())
+    assert set(result["scores"]) == {"64", "128"} and "rte" in result
+    assert (out / "curves.png").exists() and "| `bert` |" in block(readme, "variants")
+
+
+def test_course_model_card(tmp_path, readme):
+    out = tmp_path / "card"
+    study("course_model.py", "--smoke", "--out", out, "--readme", readme)
+    study("course_model.py", "--card", "--out", out, "--readme", readme)
+    assert (out / "evaluation.json").exists() and "step-0008556" in (out / "README.md").read_text()
+    assert "| validation |" in block(readme, "course-model")
+
+
+def test_gpu_report(tmp_path, readme):
+    study("gpu_report.py", "--out", tmp_path / "gpu", "--readme", readme)
+    assert block(readme, "gpu-pretraining") == block(ROOT / "README.md", "gpu-pretraining")
+    assert (tmp_path / "gpu" / "README.md").read_text() == (ROOT / "docs" / "results" / "gpu" / "README.md").read_text()
+
+
+def test_pack_run_keeps_the_best_checkpoint_in_float16(tmp_path):
+    source = ROOT / "models" / "course-mini"
+    study("gpu/pack_run.py", source, tmp_path / "packed")
+    (checkpoint,) = (source / "checkpoints").iterdir()
+    packed = load_file(tmp_path / "packed" / "checkpoints" / checkpoint.name / "model.safetensors")
+    original = load_file(checkpoint / "model.safetensors")
+    assert packed.keys() == original.keys()
+    for name, tensor in packed.items():
+        expected = original[name].half() if original[name].is_floating_point() else original[name]
+        assert tensor.dtype == expected.dtype and torch.equal(tensor, expected), name
+
+
+def test_run_notebook_executes_in_place(tmp_path):
+    path = tmp_path / "two.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]), path)
+    study("gpu/run_notebook.py", path, "--timeout", "60")
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0]["text"] == "42\n"
+
+
+def session_commands(script: Path) -> list[list[str]]:
+    "The `python3 -m bertlib pretrain` commands of a GPU session script, with its `$common` options filled in."
+    text = script.read_text().replace("\\\n", " ")  # continued lines as one
+    common = dict(re.findall(r'^(\w+)="([^"]*)"$', text, re.MULTILINE))
+    commands = []
+    for line in text.splitlines():
+        if "-m bertlib pretrain" in line:
+            command = re.split(r"\s+(?:[>|&]|2>)", line.split("-m bertlib", 1)[1])[0]  # before redirections
+            commands.append(shlex.split(re.sub(r"\$(\w+)", lambda m: common.get(m[1], m[0]), command)))
+    return commands
+
+
+def test_gpu_sessions_name_scripts_and_options_that_exist():
+    scripts = sorted((EXPERIMENTS / "gpu").glob("session*.sh"))
+    for script in scripts:
+        commands = session_commands(script)
+        assert len(commands) == script.read_text().count("-m bertlib pretrain")
+        for args in commands:
+            build_parser().parse_args(args)  # exits (SystemExit) on an option the command line no longer takes
+    named = {p for s in scripts for p in re.findall(r"(?:experiments|benchmarks)/[\w/]+\.py", s.read_text())}
+    assert named and all((ROOT / p).is_file() for p in named), sorted(p for p in named if not (ROOT / p).is_file())
+
+
+@pytest.fixture
+def recipe_study(monkeypatch):
+    "The recipe study's module, imported as the studies import each other: from experiments/ on the path."
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    return importlib.import_module("recipe_study")
+
+
+def test_probes_are_the_definitions_they_replaced_in_bits(recipe_study, fast_tokenizer):
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=fast_tokenizer.get_vocab_size())).eval()
+    pairs = evaluation_loader("validation", fast_tokenizer, max_seq_len=64)
+    by_length = sorted(range(len(pairs.dataset)), key=pairs.dataset.lengths().__getitem__)
+    batch = pairs.collate_fn([pairs.dataset[i] for i in by_length[:3] + by_length[-3:]])
+    assert not batch["attention_mask"].all()  # padding, which the maps must leave out
+    unigram = torch.randn(fast_tokenizer.get_vocab_size()).log_softmax(-1)
+    probes = recipe_study.plateau_probes(model, [batch], fast_tokenizer, unigram)
+    # the study's former probes, on the padded batch at once: [layers, batch, heads, seq, seq]
+    with torch.no_grad():
+        att = torch.stack(model.bert(batch["input_ids"], token_type_ids=batch["token_type_ids"],
+                                     attention_mask=batch["attention_mask"], output_attentions=True).attentions)
+    q = batch["attention_mask"].float()
+    pair = q[:, 1:] * q[:, :-1]
+    special = (batch["input_ids"] == CLS_ID) | (batch["input_ids"] == SEP_ID)
+    nats = (-(att * att.clamp(min=1e-12).log()).sum(-1) * q[:, None]).sum((1, 3)) / q.sum()
+    prev = (att.diagonal(offset=-1, dim1=-2, dim2=-1) * pair[:, None]).sum((1, 3)) / pair.sum()
+    to_special = ((att * special[:, None, None, :]).sum(-1) * q[:, None]).sum((1, 3)) / q.sum()
+    torch.testing.assert_close(torch.tensor(probes["attention_entropy_bits_per_layer"]),
+                               nats.mean(-1) / math.log(2))
+    assert probes["max_head_prev_token_attention"] == pytest.approx(float(prev.max()), rel=1e-5)
+    torch.testing.assert_close(torch.tensor(probes["mean_attention_to_cls_sep_per_layer"]), to_special.mean(-1))
+    assert recipe_study.word_ids(["[CLS]", "the", "play", "##ing", "[MASK]", "[SEP]"]) == [None, 0, 1, 1, None, None]
