@@ -38,6 +38,9 @@ def load_results(folder: Path) -> list[dict]:
     "Every result file of `folder/results`, by budget, then in the order of `RECIPES`."
     order = list(RECIPES)
     results = [read_json(p) for p in sorted((folder / "results").glob("*.json"))]
+    for e in (e for r in results for e in r["evaluations"] if "attention_entropy_per_layer" in e):
+        # results from before the probes moved to bertlib.viz recorded the entropy in nats
+        e["attention_entropy_bits_per_layer"] = [v / math.log(2) for v in e.pop("attention_entropy_per_layer")]
     return sorted(results, key=lambda r: (list(BUDGETS).index(r["budget"]), order.index(r["recipe"])))
 
 
@@ -55,9 +58,11 @@ def at_wall_time(result: dict, seconds: float) -> float:
     return math.exp(points[-1][1])
 
 
-def load(result: dict) -> float:
-    "The machine's mean 1-minute load average at the run's validations (on 2 cores; the run itself is 1 of it)."
-    return sum(e["load_average"] for e in subset_curve(result)) / len(subset_curve(result))
+def load(result: dict) -> str:
+    """The machine's mean 1-minute load average at the run's validations (on 2 cores; the run itself is 1 of it),
+    or a dash for the results from before the study recorded it."""
+    loads = [e["load_average"] for e in subset_curve(result) if "load_average" in e]
+    return f"{sum(loads) / len(loads):.1f}" if loads else "–"
 
 
 def common_seconds(group: list[dict]) -> float:
@@ -102,12 +107,17 @@ def gpu_escapes(runs_dir: Path) -> list[dict]:
 def provenance_note(results: list[dict]) -> str:
     "Which commits made the rows, that `check` shows today's library repeating them, and the recipes not run."
     commits = sorted({r["commit"] for r in results})
+    fit_rows = sorted({r["commit"] for r in results if "load_average" in r["evaluations"][0]})
     not_run = [n for n in RECIPES if not any(r["recipe"] == n for r in results)]
     note = (
         f"Each row names the commit that was the HEAD when the run started ({', '.join(f'`{c}`' for c in commits)}; "
-        "`-dirty` marks a library or study with uncommitted edits); every run is `bertlib.trainer.fit`, and "
-        f"`python experiments/recipe_study.py check` shows today's library repeating the first {CHECK_STEPS} steps "
-        "of each (the same tokens and learning rates, losses and gradient norms within 1e-6)."
+        "`-dirty` marks a library or study with uncommitted edits). The rows made at "
+        f"{', '.join(f'`{c}`' for c in fit_rows)} ran on `bertlib.trainer.fit`; the older ones were made by earlier "
+        "versions of this script (on the library's old `bertlib.train`, since removed, or on the trainer's parts), "
+        "and the two full-budget rows re-run on `fit` gave every validation of their old rows to the last digit. "
+        f"`python experiments/recipe_study.py check` replays the first {CHECK_STEPS} steps of each row with today's "
+        "library and says whether they repeat (the same tokens and learning rates, losses and gradient norms within "
+        "1e-6)."
     )
     if not_run:
         note += (
@@ -137,8 +147,8 @@ def study_table(results: list[dict], budget: str) -> list[str]:
     for r in group:
         final, probe = r["evaluations"][-1], subset_curve(r)[-1]
         lines.append(
-            f"| `{r['recipe']}` | {r['note']} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
-            f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | {load(r):.1f} | "
+            f"| `{r['recipe']}` | {RECIPES[r['recipe']].note} | {r['steps']:,} | {r['tokens'] / 1e6:.2f}M | "
+            f"{r['tokens_per_s']:,.0f} | {r['train_seconds'] / 60:.1f} | {load(r)} | "
             f"**{final['mlm_perplexity']:.1f}** | {final['mlm_accuracy']:.3f} | "
             f"{final['nsp_accuracy']:.3f} | {at_wall_time(r, common):.1f} | {probe['kl_to_unigram']:.2f} | "
             f"{probe['top1_in_10_most_frequent']:.2f} | `{r['commit']}` |"
@@ -149,6 +159,10 @@ def study_table(results: list[dict], budget: str) -> list[str]:
 def speed_table(measured: dict) -> list[str]:
     "The study README's table of `speed.json`."
     base = measured["tokens_per_s"].get("default")
+    if isinstance(measured["machine"], dict):  # speed.json as written before the study shared experiments/study.py
+        m = measured["machine"]
+        measured = {**measured, "pairs": measured["sequences"], "commit": "before 9020baa",
+                    "machine": f"{m['processor']}, {m['cpu_count']} cores, torch {m['torch']}; {m['shared']}"}
     lines = [
         "## Speed, measured back to back",
         "",
@@ -233,8 +247,8 @@ def readme_block(results: list[dict], gpu: list[dict]) -> str:
     for r in rows:
         final = r["evaluations"][-1]
         lines.append(
-            f"| `{r['recipe']}` | {r['note']} | {r['budget']} | {r['tokens'] / 1e6:.2f}M | "
-            f"{r['train_seconds'] / 60:.1f} | {r['tokens_per_s']:,.0f} | {load(r):.1f} | "
+            f"| `{r['recipe']}` | {RECIPES[r['recipe']].note} | {r['budget']} | {r['tokens'] / 1e6:.2f}M | "
+            f"{r['train_seconds'] / 60:.1f} | {r['tokens_per_s']:,.0f} | {load(r)} | "
             f"**{final['mlm_perplexity']:.1f}** | "
             f"{final['nsp_accuracy']:.1%} | {at_wall_time(r, common[r['budget']]):.1f} | `{r['commit']}` |"
         )
@@ -387,6 +401,7 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
         raise SystemExit(f"no results in {out / 'results'}")
     gpu = gpu_escapes(gpu_runs) if gpu_runs and gpu_runs.is_dir() else []
     baselines = sorted({f"{r['unigram_perplexity']:.1f}" for r in results})
+    pairs = next(r["validation_pairs"] for r in results if "validation_pairs" in r)  # older results did not record it
     lines = [
         "# Pre-training recipe study (`mini` on the 2-core CPU)",
         "",
@@ -394,7 +409,7 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
         "",
         f"Budget `full` = the training tokens of the README's main command before this study ({DEFAULT_STEPS:,} "
         f"steps x {BASELINE['batch_size']} pairs x {MEAN_LEN[128]:.0f} tokens = {BUDGET_TOKENS / 1e6:.2f}M); "
-        f"`third` = a third of it. Validation: the whole split ({results[0]['validation_pairs']:,} pairs, 15% masked, "
+        f"`third` = a third of it. Validation: the whole split ({pairs:,} pairs, 15% masked, "
         f"seq 128, the same masks for every run) at the end; the curves use a fixed subset ({SUBSET_BATCHES * 64} "
         "pairs). One thread; the machine's 2 cores were shared with other sessions' work, so tokens/s (training only, "
         "evaluation excluded) carries that noise. The unigram baseline (every masked token guessed from its "
