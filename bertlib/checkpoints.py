@@ -11,7 +11,8 @@ Written by hand: production plumbing that notebook 07 uses but does not show in 
 """
 
 __all__ = ["CHECKPOINT_PREFIX", "checkpoint_step", "checkpoints", "save_checkpoint", "load_weights",
-           "load_training_state", "load_checkpoint", "write_checksums", "latest_checkpoint", "best_checkpoint"]
+           "load_training_state", "load_checkpoint", "write_checksums", "latest_checkpoint", "best_checkpoint",
+           "best_validation"]
 
 import hashlib
 import json
@@ -158,3 +159,9 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     "The checkpoint of a fine-tuning run's best validation so far, or None."
     found = checkpoints(Path(run_dir) / "best")
     return found[-1] if found else None
+
+
+def best_validation(run_dir: str | os.PathLike) -> dict | None:
+    "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
+    found = best_checkpoint(run_dir)
+    return None if found is None else load_training_state(found)

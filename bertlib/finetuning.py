@@ -6,7 +6,7 @@ Written by hand; the fine-tuning notebook uses it.
 """
 
 __all__ = ["SELECTION_METRIC", "TaskObjective", "load_source", "item_outputs", "task_predictions", "evaluate_task",
-           "trained_length", "task_data", "best_validation", "finetune", "predict"]
+           "task_data", "finetune", "predict"]
 
 import math
 import os
@@ -21,15 +21,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from .batching import make_loader
-from .checkpoints import (
-    CHECKSUMS,
-    WEIGHTS,
-    best_checkpoint,
-    checkpoint_step,
-    checkpoints,
-    load_training_state,
-    save_checkpoint,
-)
+from .checkpoints import CHECKSUMS, WEIGHTS, best_validation, checkpoint_step, checkpoints, save_checkpoint
 from .config import BertConfig
 from .devices import autocast, eval_mode, to_device
 from .finetune_data import MAX_QUERY_LEN, TaskFeatures, best_spans, encode_task, word_predictions
@@ -38,7 +30,7 @@ from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
 from .pretraining_data import PaddingCollator
-from .runs import RunError, check_vocabulary, is_run_folder, load_run, read_metrics
+from .runs import RunError, check_vocabulary, is_run_folder, read_metrics, trained_length
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
@@ -87,17 +79,6 @@ def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.
                        f"({str(err).splitlines()[0][:160]}); give a run folder (python -m bertlib pretrain "
                        f"--output-dir DIR), an HF BERT folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4"
                        ) from err
-
-
-def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
-    """The longest sequences the source's encoder was trained on, which fine-tuning must not exceed: a bertlib run's
-    training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
-    not record it; Google's BERTs trained their last phase at 512)."""
-    path = Path(source)
-    if not is_run_folder(path):
-        return model_config.max_position_embeddings
-    cfg = load_run(path)[1]
-    return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings
 
 
 @torch.no_grad()
@@ -185,12 +166,6 @@ def task_data(cfg: FinetuneConfig, tokenizer: Tokenizer, model_config: BertConfi
     cfg = replace(cfg, max_seq_len=max_seq_len, doc_stride=encode["doc_stride"], eval_every=cfg.eval_every or per_epoch,
                   save_every=cfg.save_every or per_epoch)
     return cfg, train_features, eval_features, eval_examples
-
-
-def best_validation(run_dir: str | os.PathLike) -> dict | None:
-    "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
-    found = best_checkpoint(run_dir)
-    return None if found is None else load_training_state(found)
 
 
 def _keep_best(run_dir: Path, model: nn.Module, metric: str, on_log: Callable[[dict], None] | None

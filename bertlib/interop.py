@@ -250,8 +250,8 @@ def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     ours, cls = _our_class(model), hf_class(model)
     if ours is ElectraForPreTraining:
         hf_model = cls(to_hf_config(model.config, cls.__name__))
-        return _match(_load_hf(hf_model, {electra_name(key): value for key, value in model.state_dict().items()
-                                          if not key.startswith("generator.")}), model)
+        discriminator = {key: value for key, value in model.state_dict().items() if not key.startswith("generator.")}
+        return _match(_load_hf(hf_model, {electra_name(key): value for key, value in discriminator.items()}), model)
     if getattr(model, "pooling", "cls") != "cls":
         raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification (and "
                          f"bertlib's own class) reads the pooled [CLS] vector only (pooling='cls')")

@@ -16,7 +16,7 @@ Written by hand: production plumbing that notebook 07 uses but does not show in 
 
 __all__ = ["RUN_FORMAT", "RECIPES", "RunError", "read_metrics", "write_metrics", "is_run_folder", "write_run_config",
            "check_new_run", "create_run", "check_vocabulary", "load_run", "RESUMABLE_FIELDS", "MOVABLE_FIELDS",
-           "absolute_references", "resumed_config"]
+           "absolute_references", "resumed_config", "trained_length"]
 
 import dataclasses
 import json
@@ -192,3 +192,14 @@ def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
         raise RunError(f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
                        f"{run_dir / 'config.json'}; start a new run to change them")
     return model_config, cfg, tokenizer
+
+
+def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
+    """The longest sequences the source's encoder was trained on, which fine-tuning must not exceed: a bertlib run's
+    training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
+    not record it; Google's BERTs trained their last phase at 512)."""
+    path = Path(source)
+    if not is_run_folder(path):
+        return model_config.max_position_embeddings
+    cfg = load_run(path)[1]
+    return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings

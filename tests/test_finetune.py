@@ -23,12 +23,12 @@ from bertlib.finetune_data import (
     truncate_pair,
     word_predictions,
 )
-from bertlib.finetuning import TaskObjective, finetune, predict, trained_length
+from bertlib.finetuning import TaskObjective, finetune, predict
 from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
 from bertlib.model import IGNORE_INDEX, BertForPreTraining
 from bertlib.model_factory import load_model
 from bertlib.pretraining_data import PaddingCollator
-from bertlib.runs import create_run, load_run, read_metrics
+from bertlib.runs import create_run, load_run, read_metrics, trained_length
 from bertlib.task_examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
 from bertlib.tokenizer import add_bert_post_processor
 from bertlib.train_config import FinetuneConfig, PretrainConfig

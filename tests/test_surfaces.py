@@ -15,11 +15,11 @@ import torch
 import transformers
 
 import bertlib.devices as devices_module
-from bertlib.checkpoints import best_checkpoint, checkpoints, save_checkpoint
+from bertlib.checkpoints import best_checkpoint, best_validation, checkpoints, save_checkpoint
 from bertlib.cli import main
 from bertlib.config import BertConfig
 from bertlib.finetune_data import squad_windows
-from bertlib.finetuning import SELECTION_METRIC, _keep_best, best_validation, finetune
+from bertlib.finetuning import SELECTION_METRIC, _keep_best, finetune
 from bertlib.lifecycle import lock_path
 from bertlib.model_factory import build_model
 from bertlib.runs import create_run, load_run, read_metrics
