@@ -9,6 +9,7 @@ import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -349,15 +350,12 @@ class PaddingCollator:
 EVAL_SEED = 12345  # fixed, so every run is scored on the same pairs and masks
 
 
-def pretraining_dataloader(dataset: PretrainingDataset, batch_size: int, *, group_by_length: bool = True,
-                           shuffle: bool = True, pad_to_multiple_of: int | None = 8, seed: int = 0,
-                           num_replicas: int = 1, rank: int = 0, drop_last: bool = False, num_workers: int = 0,
-                           pin_memory: bool = False, persistent_workers: bool = False) -> DataLoader:
-    "Padded pre-training batches of `dataset`, through `make_loader` (length-grouped, seeded, shardable)."
+def pretraining_dataloader(dataset: PretrainingDataset, batch_size: int, *, pad_to_multiple_of: int | None = 8,
+                           **options: Any) -> DataLoader:
+    """Padded pre-training batches of `dataset`, through `make_loader`, which takes the other `options` by name
+    (length grouping, shuffling, the seed, sharding, workers) with its defaults."""
     return make_loader(dataset, batch_size, PaddingCollator(dataset.pad_id, pad_to_multiple_of), dataset.lengths,
-                       group_by_length=group_by_length, shuffle=shuffle, seed=seed, num_replicas=num_replicas,
-                       rank=rank, drop_last=drop_last, num_workers=num_workers, pin_memory=pin_memory,
-                       persistent_workers=persistent_workers)
+                       **options)
 
 
 def evaluation_loader(split: str, tokenizer: Tokenizer, *, batch_size: int = 64, max_seq_len: int = 128,
