@@ -20,22 +20,32 @@ from .tokenizer import DEFAULT_VOCAB_SIZE
 from .train_config import DistilConfig, FinetuneConfig, PretrainConfig
 
 
-def _command(commands: argparse._SubParsersAction, name: str, func, help: str,
-             *parents: argparse.ArgumentParser) -> argparse.ArgumentParser:
+def _command(
+    commands: argparse._SubParsersAction, name: str, func, help: str, *parents: argparse.ArgumentParser
+) -> argparse.ArgumentParser:
     "A command that runs `func`, described by its docstring."
     sub = commands.add_parser(name, help=help, description=func.__doc__, parents=list(parents))
     sub.set_defaults(func=func)
     return sub
 
 
-def _training_command(commands: argparse._SubParsersAction, name: str, func, help: str, kind: type, default_dir: str,
-                      data: argparse.ArgumentParser, exclude: tuple[str, ...]) -> argparse.ArgumentParser:
+def _training_command(
+    commands: argparse._SubParsersAction,
+    name: str,
+    func,
+    help: str,
+    kind: type,
+    default_dir: str,
+    data: argparse.ArgumentParser,
+    exclude: tuple[str, ...],
+) -> argparse.ArgumentParser:
     "A command that trains a run folder: --output-dir, --resume, --data-dir and one option per field of `kind`."
     p = _command(commands, name, func, help, data)
     p.add_argument("--output-dir", help=f"the run folder (default: {default_dir}); must be new unless --resume")
     p.add_argument("--resume", action="store_true", help="continue the run in --output-dir from its newest checkpoint")
-    add_config_options(p.add_argument_group(f"{name} settings (bertlib.train_config.{kind.__name__})"), kind,
-                       exclude=exclude)
+    add_config_options(
+        p.add_argument_group(f"{name} settings (bertlib.train_config.{kind.__name__})"), kind, exclude=exclude
+    )
     return p
 
 
@@ -48,21 +58,49 @@ def _add_making_commands(commands: argparse._SubParsersAction, data: argparse.Ar
     p.add_argument("--cased", action="store_true", help="keep case and accents")
     p.add_argument("--overwrite", action="store_true", help="replace an existing tokenizer in --output-dir")
 
-    p = _training_command(commands, "pretrain", pretrain, "pre-train BERT with MLM + NSP (the main job), MLM alone, "
-                          "or ELECTRA", PretrainConfig, "runs/PRESET", data, ())
+    p = _training_command(
+        commands,
+        "pretrain",
+        pretrain,
+        "pre-train BERT with MLM + NSP (the main job), MLM alone, or ELECTRA",
+        PretrainConfig,
+        "runs/PRESET",
+        data,
+        (),
+    )
     p.add_argument("--preset", choices=tuple(PRESETS), help="model size (mini)")
     p.add_argument("--tokenizer", help="use this tokenizer.json (e.g. from `prepare`) instead of training one")
     model = p.add_argument_group("model (bertlib.config.BertConfig), over the preset's values")
     model.add_argument("--vocab-size", type=int, help=f"tokenizer and model vocabulary ({DEFAULT_VOCAB_SIZE})")
     add_config_options(model, BertConfig, exclude=("vocab_size", "pad_token_id"))
-    _training_command(commands, "distil", distil, "distil a pre-training run into a smaller student (DistilBERT)",
-                      DistilConfig, "runs/student", data, ("time_budget",))
-    p = _training_command(commands, "finetune", finetune, "fine-tune a pre-trained encoder on SST-2, RTE, CoNLL-2003 "
-                          "or SQuAD", FinetuneConfig, "runs/TASK", data, ("task", "source", "time_budget"))
+    _training_command(
+        commands,
+        "distil",
+        distil,
+        "distil a pre-training run into a smaller student (DistilBERT)",
+        DistilConfig,
+        "runs/student",
+        data,
+        ("time_budget",),
+    )
+    p = _training_command(
+        commands,
+        "finetune",
+        finetune,
+        "fine-tune a pre-trained encoder on SST-2, RTE, CoNLL-2003 or SQuAD",
+        FinetuneConfig,
+        "runs/TASK",
+        data,
+        ("task", "source", "time_budget"),
+    )
     p.add_argument("task", choices=TASK_NAMES, help="the task")
-    p.add_argument("--from", dest="source", metavar="RUN_OR_HF_MODEL",
-                   help="the encoder: a bertlib run folder (pre-trained: its newest checkpoint; fine-tuned: its "
-                        "best/), an HF BERT folder, or a hub id")
+    p.add_argument(
+        "--from",
+        dest="source",
+        metavar="RUN_OR_HF_MODEL",
+        help="the encoder: a bertlib run folder (pre-trained: its newest checkpoint; fine-tuned: its "
+        "best/), an HF BERT folder, or a hub id",
+    )
 
 
 def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.ArgumentParser) -> None:
@@ -73,8 +111,11 @@ def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.A
     p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
     p.add_argument("--question", help="the question, for question answering")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--newest", action="store_true", help="use the run's newest checkpoint, not its best validation's "
-                                                        "(best/, the default)")
+    p.add_argument(
+        "--newest",
+        action="store_true",
+        help="use the run's newest checkpoint, not its best validation's (best/, the default)",
+    )
 
     p = _command(commands, "evaluate", evaluate, "score a run on the validation or test split", data)
     p.add_argument("run", help="the run folder")
@@ -94,8 +135,11 @@ def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.A
     p.add_argument("run", help="the run folder")
     p.add_argument("output", help="the folder to write")
     p.add_argument("--overwrite", action="store_true", help="replace files in a non-empty output folder")
-    p.add_argument("--newest", action="store_true", help="a fine-tuning run: export its newest checkpoint, not its "
-                                                        "best validation's (best/, the default)")
+    p.add_argument(
+        "--newest",
+        action="store_true",
+        help="a fine-tuning run: export its newest checkpoint, not its best validation's (best/, the default)",
+    )
 
     p = _command(commands, "info", info, "describe a run")
     p.add_argument("run", help="the run folder")
@@ -136,7 +180,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # a bug, not a mistake of the user's: still one line, and how to see more
         if args.debug:
             raise
-        print(f"error: unexpected {type(err).__name__}: {err}".splitlines()[0] + " (run with --debug for the "
-              "traceback, and please report it)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(err).__name__}: {err}".splitlines()[0] + " (run with --debug for the "
+            "traceback, and please report it)",
+            file=sys.stderr,
+        )
         return 1
     return 0

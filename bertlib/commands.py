@@ -44,8 +44,12 @@ def prepare(args: argparse.Namespace) -> None:
         print(f"  {split:<11}" + "".join(f"{stats[c]:>12,}" for c in columns))
 
     start = time.perf_counter()
-    tokenizer = train_tokenizer(wikitext_paragraphs("train", args.config, args.data_dir), vocab_size=args.vocab_size,
-                                lowercase=not args.cased, show_progress=sys.stderr.isatty())
+    tokenizer = train_tokenizer(
+        wikitext_paragraphs("train", args.config, args.data_dir),
+        vocab_size=args.vocab_size,
+        lowercase=not args.cased,
+        show_progress=sys.stderr.isatty(),
+    )
     seconds = time.perf_counter() - start
     path = save_tokenizer(tokenizer, out)
     valid = wikitext_paragraphs("validation", args.config, args.data_dir)
@@ -80,22 +84,27 @@ def pretrain(args: argparse.Namespace) -> None:
     out, start = _output_dir(args, f"runs/{args.preset or 'mini'}"), time.perf_counter()
     model_config, tokenizer = None, None
     if args.resume:
-        ignored = [flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer))
-                   if value is not None] + [f"--{name.replace('_', '-')}" for name in given_options(args, BertConfig)]
+        ignored = [
+            flag for flag, value in (("--preset", args.preset), ("--tokenizer", args.tokenizer)) if value is not None
+        ] + [f"--{name.replace('_', '-')}" for name in given_options(args, BertConfig)]
         if ignored:
-            raise UsageError(f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
-                             f"cannot change them; leave them out, or start a new run")
+            raise UsageError(
+                f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
+                f"cannot change them; leave them out, or start a new run"
+            )
         cfg = _settings(args, out, PretrainConfig)[0]
     elif _no_choices(args):
         model_config, cfg = _default_recipe()
     else:
         tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
         vocab = args.vocab_size or (tokenizer.get_vocab_size() if tokenizer else DEFAULT_VOCAB_SIZE)
-        model_config = BertConfig.from_preset(args.preset or "mini", **{**given_options(args, BertConfig),
-                                                                        "vocab_size": vocab})
+        model_config = BertConfig.from_preset(
+            args.preset or "mini", **{**given_options(args, BertConfig), "vocab_size": vocab}
+        )
         cfg = _settings(args, out, PretrainConfig)[0]
-    records = run_pretraining(out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir,
-                              resume=args.resume, on_log=_print_event)
+    records = run_pretraining(
+        out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir, resume=args.resume, on_log=_print_event
+    )
     _report_pretraining(out, records, start, args.data_dir)
 
 
@@ -114,13 +123,17 @@ def _default_recipe() -> tuple[BertConfig, PretrainConfig]:
     gpu = torch.cuda.is_available()
     model_config, cfg = course_configs(quick=False, gpu=gpu)
     if gpu:
-        print(f"recipe: the course model's, since there is a GPU ({torch.cuda.get_device_name(0)}): mini, "
-              f"{cfg.epochs:g} epochs of {cfg.batch_size}, {cfg.max_seq_len} tokens then {cfg.long_seq_len} for the "
-              f"last {cfg.long_share:.0%} of the steps, {cfg.mlm_probability:.0%} masked; any option chooses your own")
+        print(
+            f"recipe: the course model's, since there is a GPU ({torch.cuda.get_device_name(0)}): mini, "
+            f"{cfg.epochs:g} epochs of {cfg.batch_size}, {cfg.max_seq_len} tokens then {cfg.long_seq_len} for the "
+            f"last {cfg.long_share:.0%} of the steps, {cfg.mlm_probability:.0%} masked; any option chooses your own"
+        )
     else:
-        print(f"recipe: no GPU, so the CPU's: mini, {cfg.max_steps:,} steps of {cfg.batch_size} sequences of "
-              f"{cfg.max_seq_len} tokens, {cfg.mlm_probability:.0%} masked (the course model's recipe needs a GPU); "
-              f"any option chooses your own")
+        print(
+            f"recipe: no GPU, so the CPU's: mini, {cfg.max_steps:,} steps of {cfg.batch_size} sequences of "
+            f"{cfg.max_seq_len} tokens, {cfg.mlm_probability:.0%} masked (the course model's recipe needs a GPU); "
+            f"any option chooses your own"
+        )
     return model_config, cfg
 
 
@@ -145,23 +158,33 @@ def finetune(args: argparse.Namespace) -> None:
 
     out, start = _output_dir(args, f"runs/{args.task}"), time.perf_counter()
     if not args.resume and not args.source:
-        raise UsageError("say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an HF BERT "
-                         "folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4")
+        raise UsageError(
+            "say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an HF BERT "
+            "folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4"
+        )
     cfg, saved = _settings(args, out, FinetuneConfig)
     if saved and args.task != saved.task:
-        raise UsageError(f"--resume continues {out}, which fine-tunes {saved.task}, not {args.task}; give its task, "
-                         f"or start a new run")
+        raise UsageError(
+            f"--resume continues {out}, which fine-tunes {saved.task}, not {args.task}; give its task, "
+            f"or start a new run"
+        )
     records = run_finetuning(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
     valid = _report_saved(out, records, start)
     metric, best = SELECTION_METRIC[cfg.task], best_validation(out)
     if best is not None:  # what best/ holds, which predict and export-hf read
-        print(f"best validation {metric} {best['scores'][metric]:.4f} at step {best['step']} (kept in {out / 'best'})"
-              + (f"; last {valid[-1][metric]:.4f}" if valid else ""))
+        print(
+            f"best validation {metric} {best['scores'][metric]:.4f} at step {best['step']} (kept in {out / 'best'})"
+            + (f"; last {valid[-1][metric]:.4f}" if valid else "")
+        )
     elif valid:
-        print(f"{out / 'best'} is missing: no validation since it was lost beat it; predict and export-hf need "
-              f"--newest to read the newest checkpoint instead", file=sys.stderr)
-    usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(TASKS[cfg.task].kind,
-                                                                                                 '"TEXT"')
+        print(
+            f"{out / 'best'} is missing: no validation since it was lost beat it; predict and export-hf need "
+            f"--newest to read the newest checkpoint instead",
+            file=sys.stderr,
+        )
+    usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(
+        TASKS[cfg.task].kind, '"TEXT"'
+    )
     print(f"try it: python -m bertlib predict {out} {usage}")
 
 
@@ -182,23 +205,30 @@ def _report_pretraining(out: Path, records: list[dict], start: float, data_dir: 
         print("\n".join(run_report(out, valid[-1], data_dir)))
     elif valid:  # ELECTRA's: its discriminator's scores
         shown = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_accuracy")
-        print(f"validation at step {valid[-1]['step']}: " + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown
-                                                                   if k in valid[-1]))
+        print(
+            f"validation at step {valid[-1]['step']}: "
+            + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown if k in valid[-1])
+        )
     print(f"loss curve: {out / 'loss_curve.png'}")
     print(f"test scores: python -m bertlib evaluate {out} --split test")
 
 
 def _report_saved(out: Path, records: list[dict], start: float) -> list[dict]:
     "Say where a run was saved and how long this session took; return its validation records."
-    print(f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
-          f"({(time.perf_counter() - start) / 60:.1f} min in this session)")
+    print(
+        f"run saved in {out}: {records[-1]['step'] if records else 0} steps "
+        f"({(time.perf_counter() - start) / 60:.1f} min in this session)"
+    )
     return [r for r in records if r.get("split") == "validation"]
 
 
 def _print_event(record: dict) -> None:
     "Say what the run decided on its own (a time budget turned into steps, a schedule made longer)."
     if "event" in record:
-        timing = (f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a "
-                  f"validation)" if "seconds_per_step" in record else "")
+        timing = (
+            f" ({record['seconds_per_step']:.2f} s a step, {record['seconds_per_validation']:.1f} s a validation)"
+            if "seconds_per_step" in record
+            else ""
+        )
         where = f"step {record['step']}: " if "step" in record else ""  # the run folder's own events have no step
         print(f"{where}{record['event']}{timing}", file=sys.stderr)

@@ -22,8 +22,10 @@ def _pretraining_run(run: str, command: str) -> bool:
     "Refuse a fine-tuning run where a command needs the MLM head; say whether the run is ELECTRA's."
     cfg = load_run(run)[1]
     if isinstance(cfg, FinetuneConfig):
-        raise UsageError(f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
-                         f"`python -m bertlib predict {run} TEXT`, or give a pre-training run")
+        raise UsageError(
+            f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
+            f"`python -m bertlib predict {run} TEXT`, or give a pre-training run"
+        )
     return getattr(cfg, "objective", None) == "electra"
 
 
@@ -56,16 +58,30 @@ def predict(args: argparse.Namespace) -> None:
     _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
     if not isinstance(cfg, FinetuneConfig):
-        raise UsageError(f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
-                         f"--from {args.run}), or use fill-mask")
+        raise UsageError(
+            f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
+            f"--from {args.run}), or use fill-mask"
+        )
     model, tokenizer = _load(args)
-    result = run_predict(model, tokenizer, cfg.task, args.text, pair=args.pair, question=args.question,
-                         max_seq_len=cfg.max_seq_len, doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+    result = run_predict(
+        model,
+        tokenizer,
+        cfg.task,
+        args.text,
+        pair=args.pair,
+        question=args.question,
+        max_seq_len=cfg.max_seq_len,
+        doc_stride=cfg.doc_stride,
+        max_query_len=cfg.max_query_len,
+    )
     if args.json:
         _print_json(result)
     elif "probabilities" in result:
-        print("  ".join(f"{name} {p:.3f}" for name, p in sorted(result["probabilities"].items(),
-                                                               key=lambda item: -item[1])))
+        print(
+            "  ".join(
+                f"{name} {p:.3f}" for name, p in sorted(result["probabilities"].items(), key=lambda item: -item[1])
+            )
+        )
     elif "entities" in result:
         print(" ".join(w if t == "O" else f"{w}/{t}" for w, t in zip(result["words"], result["tags"], strict=True)))
         print("entities: " + (", ".join(f"{text} ({kind})" for kind, text in result["entities"]) or "none"))
@@ -83,8 +99,10 @@ def evaluate(args: argparse.Namespace) -> None:
         raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
     electra = _pretraining_run(args.run, "evaluate")
     if electra and args.baseline:
-        raise UsageError(f"{args.run} is an ELECTRA run; the unigram baseline scores BERT's masked-LM guesses only, "
-                         f"so leave out --baseline")
+        raise UsageError(
+            f"{args.run} is an ELECTRA run; the unigram baseline scores BERT's masked-LM guesses only, "
+            f"so leave out --baseline"
+        )
     options = dict(device=args.device, batch_size=args.batch_size, data_dir=args.data_dir)
     if electra:
         scores = evaluate_electra_run(args.run, args.split, **options)
@@ -135,15 +153,18 @@ def export_hf(args: argparse.Namespace) -> None:
         raise UsageError(f"{out} is a file, not a folder; choose a folder to write the model into")
     inside = next((p for p in (out.resolve(), *out.resolve().parents) if is_run_folder(p)), None)
     if inside is not None:
-        raise UsageError(f"{out} is, or is inside, the bertlib run folder {inside}, whose files an export could "
-                         f"replace; choose a folder outside any run")
+        raise UsageError(
+            f"{out} is, or is inside, the bertlib run folder {inside}, whose files an export could "
+            f"replace; choose a folder outside any run"
+        )
     if out.exists() and any(out.iterdir()) and not args.overwrite:
         raise UsageError(f"{out} exists and is not empty; pass --overwrite to replace its files, or choose another one")
     cfg = load_run(args.run)[1]
     model, tokenizer = _load(args)
     save_pretrained_hf(model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len)
-    auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(type(model).__name__,
-                                                                 type(model).__name__.replace("Bert", "AutoModel"))
+    auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(
+        type(model).__name__, type(model).__name__.replace("Bert", "AutoModel")
+    )
     trust = ", trust_remote_code=True" if hf_class(model) in OWN_CLASSES.values() else ""  # its code is in the folder
     print(f"saved {out}; load it with transformers.{auto}.from_pretrained({str(out)!r}{trust})")
 
@@ -157,21 +178,35 @@ def info(args: argparse.Namespace) -> None:
     records = read_metrics(Path(args.run) / "metrics.jsonl")
     train = [r for r in records if "loss" in r]
     valid = [r for r in records if r.get("split") == "validation"]
-    summary = {"run": str(args.run), "recipe": RECIPES[type(cfg)], "model": model_config.to_dict(),
-               "training": cfg.to_dict(), "vocabulary": tokenizer.get_vocab_size(),
-               "checkpoints": [c.name for c in checkpoints(args.run)],
-               "last_train": train[-1] if train else None, "last_validation": valid[-1] if valid else None}
+    summary = {
+        "run": str(args.run),
+        "recipe": RECIPES[type(cfg)],
+        "model": model_config.to_dict(),
+        "training": cfg.to_dict(),
+        "vocabulary": tokenizer.get_vocab_size(),
+        "checkpoints": [c.name for c in checkpoints(args.run)],
+        "last_train": train[-1] if train else None,
+        "last_validation": valid[-1] if valid else None,
+    }
     if isinstance(cfg, FinetuneConfig):
         best = best_validation(args.run)
-        summary["best"] = None if best is None else {"step": best["step"], **{
-            k: v for k, v in best["scores"].items() if k not in ("step", "tokens", "train_seconds")}}
+        summary["best"] = (
+            None
+            if best is None
+            else {
+                "step": best["step"],
+                **{k: v for k, v in best["scores"].items() if k not in ("step", "tokens", "train_seconds")},
+            }
+        )
     if args.json:
         _print_json(summary)
         return
     m = model_config
     print(f"run {args.run}")
-    print(f"  model       {m.num_hidden_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} heads, "
-          f"vocabulary {m.vocab_size:,}, {m.norm_style}-LN")
+    print(
+        f"  model       {m.num_hidden_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} heads, "
+        f"vocabulary {m.vocab_size:,}, {m.norm_style}-LN"
+    )
     length = f"{cfg.max_steps} steps" if cfg.max_steps else f"{cfg.epochs} epochs"
     print(f"  training    {length}, batch {cfg.batch_size}, lr {cfg.lr}, {cfg.schedule} schedule, seed {cfg.seed}")
     if isinstance(cfg, FinetuneConfig):
@@ -183,5 +218,9 @@ def info(args: argparse.Namespace) -> None:
     print(f"  checkpoints {', '.join(summary['checkpoints']) or 'none yet'}")
     for name, entry in (("last step", summary["last_train"]), ("validation", summary["last_validation"])):
         if entry:
-            print(f"  {name:<11} " + ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
-                                               for k, v in entry.items() if k != "split"))
+            print(
+                f"  {name:<11} "
+                + ", ".join(
+                    f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in entry.items() if k != "split"
+                )
+            )
