@@ -42,11 +42,17 @@ def _cpu_model() -> str:
 
 def machine_info(device: torch.device) -> dict[str, Any]:
     "Where and when a benchmark ran: CPU model and cores, GPU, versions, date."
-    info = {"date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"), "cpu": _cpu_model(),
-            "cpu_cores": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
-            "device": device.type}
+    info = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "cpu": _cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": device.type,
+    }
     try:
         import transformers
+
         info["transformers"] = transformers.__version__
     except ImportError:
         pass
@@ -61,8 +67,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def interleaved_times(fns: dict[str, Callable[[], object]], warmup: int, repeats: int,
-                      device: torch.device) -> dict[str, list[float]]:
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], warmup: int, repeats: int, device: torch.device
+) -> dict[str, list[float]]:
     """Seconds per call of each function, timed in turn (a, b, a, b, ...) after `warmup` untimed rounds, so
     that load from other processes and clock changes hit every side alike."""
     times: dict[str, list[float]] = {name: [] for name in fns}

@@ -35,8 +35,12 @@ def time_tokenizer_training(vocab_size: int, repeats: int) -> tuple[dict[str, An
         start = time.perf_counter()
         tokenizer = train_tokenizer(paragraphs, vocab_size=vocab_size)
         times.append(time.perf_counter() - start)
-    return {"seconds": median(times), "seconds_per_repeat": times, "paragraphs": len(paragraphs),
-            "vocab_size": tokenizer.get_vocab_size()}, tokenizer
+    return {
+        "seconds": median(times),
+        "seconds_per_repeat": times,
+        "paragraphs": len(paragraphs),
+        "vocab_size": tokenizer.get_vocab_size(),
+    }, tokenizer
 
 
 def time_encoding(tokenizer, repeats: int) -> tuple[dict[str, Any], Any]:
@@ -47,8 +51,12 @@ def time_encoding(tokenizer, repeats: int) -> tuple[dict[str, Any], Any]:
         start = time.perf_counter()
         corpus = encode_corpus(documents, tokenizer, use_cache=False)
         times.append(time.perf_counter() - start)
-    return {"seconds": median(times), "seconds_per_repeat": times, "tokens": len(corpus.ids),
-            "tokens_per_second": len(corpus.ids) / median(times)}, corpus
+    return {
+        "seconds": median(times),
+        "seconds_per_repeat": times,
+        "tokens": len(corpus.ids),
+        "tokens_per_second": len(corpus.ids) / median(times),
+    }, corpus
 
 
 def time_loader(corpus, tokenizer, batch_size: int, seq_len: int, workers: int, batches: int) -> dict[str, Any]:
@@ -57,8 +65,14 @@ def time_loader(corpus, tokenizer, batch_size: int, seq_len: int, workers: int, 
     are drawn when the dataset is built, so that cost is timed too."""
     start = time.perf_counter()
     dataset = PretrainingDataset(corpus, tokenizer, seq_len)
-    loader = make_loader(dataset, batch_size, MaskedLMAndNSP().collate, dataset.lengths, num_workers=workers,
-                         pin_memory=torch.cuda.is_available())
+    loader = make_loader(
+        dataset,
+        batch_size,
+        MaskedLMAndNSP().collate,
+        dataset.lengths,
+        num_workers=workers,
+        pin_memory=torch.cuda.is_available(),
+    )
     build_seconds = time.perf_counter() - start
     sequences = tokens = 0
     start = time.perf_counter()
@@ -69,9 +83,17 @@ def time_loader(corpus, tokenizer, batch_size: int, seq_len: int, workers: int, 
         tokens += int(batch["attention_mask"].sum())
     seconds = time.perf_counter() - start
     waste = padding_waste(dataset.lengths(), loader.sampler.order(), batch_size, pad_to_multiple_of=8)
-    return {"workers": workers, "batch_size": batch_size, "seq_len": seq_len, "batches": batches,
-            "dataset_build_seconds": build_seconds, "sequences_per_second": sequences / seconds,
-            "tokens_per_second": tokens / seconds, "padding_share": waste, "pairs_per_epoch": len(dataset)}
+    return {
+        "workers": workers,
+        "batch_size": batch_size,
+        "seq_len": seq_len,
+        "batches": batches,
+        "dataset_build_seconds": build_seconds,
+        "sequences_per_second": sequences / seconds,
+        "tokens_per_second": tokens / seconds,
+        "padding_share": waste,
+        "pairs_per_epoch": len(dataset),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -87,20 +109,34 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     settings = configure_process(args.threads)
     tokenizer_row, tokenizer = time_tokenizer_training(args.vocab_size, args.repeats)
-    print(f"tokenizer training: {tokenizer_row['seconds']:.2f} s for {tokenizer_row['paragraphs']:,} paragraphs "
-          f"({tokenizer_row['vocab_size']:,} pieces)", flush=True)
+    print(
+        f"tokenizer training: {tokenizer_row['seconds']:.2f} s for {tokenizer_row['paragraphs']:,} paragraphs "
+        f"({tokenizer_row['vocab_size']:,} pieces)",
+        flush=True,
+    )
     encoding_row, corpus = time_encoding(tokenizer, args.repeats)
-    print(f"corpus encoding: {encoding_row['seconds']:.2f} s, {encoding_row['tokens_per_second']:,.0f} tokens/s",
-          flush=True)
+    print(
+        f"corpus encoding: {encoding_row['seconds']:.2f} s, {encoding_row['tokens_per_second']:,.0f} tokens/s",
+        flush=True,
+    )
     loader_rows = []
     for workers in args.workers:
         loader_rows.append(time_loader(corpus, tokenizer, args.batch_size, args.seq_len, workers, args.batches))
         row = loader_rows[-1]
-        print(f"loader, {workers} workers: {row['sequences_per_second']:,.0f} sequences/s, "
-              f"{row['tokens_per_second']:,.0f} tokens/s (dataset built in {row['dataset_build_seconds']:.2f} s, "
-              f"{row['padding_share']:.1%} padding)", flush=True)
-    data = {"benchmark": "data_pipeline", "machine": machine_info(torch.device("cpu")), "settings": settings,
-            "tokenizer_training": tokenizer_row, "encoding": encoding_row, "loader": loader_rows}
+        print(
+            f"loader, {workers} workers: {row['sequences_per_second']:,.0f} sequences/s, "
+            f"{row['tokens_per_second']:,.0f} tokens/s (dataset built in {row['dataset_build_seconds']:.2f} s, "
+            f"{row['padding_share']:.1%} padding)",
+            flush=True,
+        )
+    data = {
+        "benchmark": "data_pipeline",
+        "machine": machine_info(torch.device("cpu")),
+        "settings": settings,
+        "tokenizer_training": tokenizer_row,
+        "encoding": encoding_row,
+        "loader": loader_rows,
+    }
     print(f"wrote {write_results(args.output, data)}")
 
 

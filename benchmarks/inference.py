@@ -52,8 +52,9 @@ def hf_scores(hf_model, batches: list[dict[str, torch.Tensor]], device: torch.de
         for batch in batches:
             b = {k: v.to(device) for k, v in batch.items()}
             with autocast(device):
-                out = hf_model(input_ids=b["input_ids"], token_type_ids=b["token_type_ids"],
-                               attention_mask=b["attention_mask"])
+                out = hf_model(
+                    input_ids=b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"]
+                )
             selected = b["labels"] != IGNORE_INDEX
             logits, target = out.prediction_logits[selected].float(), b["labels"][selected]
             loss_sum += torch.nn.functional.cross_entropy(logits, target, reduction="sum").item()
@@ -63,8 +64,12 @@ def hf_scores(hf_model, batches: list[dict[str, torch.Tensor]], device: torch.de
             nsp_hits += (out.seq_relationship_logits.argmax(-1) == b["next_sentence_label"]).sum().item()
             masked += len(target)
             sequences += len(b["input_ids"])
-    return {"mlm_loss": loss_sum / masked, "mlm_accuracy": hits1 / masked, "mlm_top5_accuracy": hits5 / masked,
-            "nsp_accuracy": nsp_hits / sequences}
+    return {
+        "mlm_loss": loss_sum / masked,
+        "mlm_accuracy": hits1 / masked,
+        "mlm_top5_accuracy": hits5 / masked,
+        "nsp_accuracy": nsp_hits / sequences,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -96,26 +101,49 @@ def main(argv: list[str] | None = None) -> None:
     agree = max(abs(ours_scores[k] - v) for k, v in theirs_scores.items())
     with tempfile.TemporaryDirectory() as folder:
         import transformers
+
         save_pretrained_hf(model, tokenizer, folder)
         pipe = transformers.pipeline("fill-mask", model=folder, tokenizer=folder, top_k=5, device=device)
-        fill = interleaved_times({"bertlib": lambda: fill_mask(model, tokenizer, SENTENCE),
-                                  "transformers": lambda: pipe(SENTENCE)}, 3, args.repeats * 4, device)
-    evaluation = interleaved_times({"bertlib": lambda: validation_metrics(model, batches),
-                                    "transformers": lambda: hf_scores(hf_model, batches, device)},
-                                   1, args.repeats, device)
+        fill = interleaved_times(
+            {"bertlib": lambda: fill_mask(model, tokenizer, SENTENCE), "transformers": lambda: pipe(SENTENCE)},
+            3,
+            args.repeats * 4,
+            device,
+        )
+    evaluation = interleaved_times(
+        {
+            "bertlib": lambda: validation_metrics(model, batches),
+            "transformers": lambda: hf_scores(hf_model, batches, device),
+        },
+        1,
+        args.repeats,
+        device,
+    )
     result: dict[str, Any] = {
-        "benchmark": "inference", "machine": machine_info(device), "settings": settings,
+        "benchmark": "inference",
+        "machine": machine_info(device),
+        "settings": settings,
         "model": "run " + Path(args.run).name if args.run else f"random {args.preset}",
-        "parameters": sum(p.numel() for p in model.parameters()), "sentence": SENTENCE,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "sentence": SENTENCE,
         "fill_mask_ms": {side: 1000 * median(t) for side, t in fill.items()},
-        "evaluation": {"batches": len(batches), "batch_size": args.batch_size, "tokens": tokens,
-                       "tokens_per_second": {side: tokens / median(t) for side, t in evaluation.items()},
-                       "largest_score_difference": agree}}
+        "evaluation": {
+            "batches": len(batches),
+            "batch_size": args.batch_size,
+            "tokens": tokens,
+            "tokens_per_second": {side: tokens / median(t) for side, t in evaluation.items()},
+            "largest_score_difference": agree,
+        },
+    }
     ms, ev = result["fill_mask_ms"], result["evaluation"]["tokens_per_second"]
-    print(f"fill-mask, one sentence: bertlib {ms['bertlib']:.1f} ms, transformers pipeline "
-          f"{ms['transformers']:.1f} ms ({ms['transformers'] / ms['bertlib']:.2f}x)")
-    print(f"evaluation: bertlib {ev['bertlib']:,.0f} tokens/s, transformers {ev['transformers']:,.0f} tokens/s "
-          f"({ev['bertlib'] / ev['transformers']:.2f}x); scores agree within {agree:.1e}")
+    print(
+        f"fill-mask, one sentence: bertlib {ms['bertlib']:.1f} ms, transformers pipeline "
+        f"{ms['transformers']:.1f} ms ({ms['transformers'] / ms['bertlib']:.2f}x)"
+    )
+    print(
+        f"evaluation: bertlib {ev['bertlib']:,.0f} tokens/s, transformers {ev['transformers']:,.0f} tokens/s "
+        f"({ev['bertlib'] / ev['transformers']:.2f}x); scores agree within {agree:.1e}"
+    )
     output = args.output or RESULTS_DIR / f"inference-{device.type}.json"
     print(f"wrote {write_results(output, result)}")
 

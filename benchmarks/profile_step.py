@@ -24,8 +24,14 @@ from bertlib import interop  # noqa: E402
 from bertlib.config import BertConfig  # noqa: E402
 
 # operators whose presence means the host waited for the device inside a step
-SYNC_EVENTS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "aten::item", "aten::_local_scalar_dense",
-               "aten::nonzero", "Memcpy DtoH")
+SYNC_EVENTS = (
+    "cudaStreamSynchronize",
+    "cudaDeviceSynchronize",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "Memcpy DtoH",
+)
 
 
 def profile_side(name: str, step, steps: int, device: torch.device, rows: int) -> str:
@@ -41,10 +47,12 @@ def profile_side(name: str, step, steps: int, device: torch.device, rows: int) -
     events = prof.key_averages()
     sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     syncs = {e.key: e.count // steps for e in events if any(s in e.key for s in SYNC_EVENTS)}
-    lines = [f"== {name}: {steps} steps ==",
-             "host-device synchronisations per step: " + (", ".join(f"{k} x{v}" for k, v in sorted(syncs.items()))
-                                                          or "none"),
-             events.table(sort_by=sort, row_limit=rows, max_name_column_width=60)]
+    lines = [
+        f"== {name}: {steps} steps ==",
+        "host-device synchronisations per step: "
+        + (", ".join(f"{k} x{v}" for k, v in sorted(syncs.items())) or "none"),
+        events.table(sort_by=sort, row_limit=rows, max_name_column_width=60),
+    ]
     return "\n".join(lines)
 
 
@@ -68,15 +76,26 @@ def main(argv: list[str] | None = None) -> None:
     ours = build("bertlib", config, device)
     theirs = interop.to_transformers(ours)
     theirs.set_attn_implementation("sdpa")
-    models = {"bertlib" + (" (compiled)" if args.compile else ""): torch.compile(ours) if args.compile else ours,
-              "transformers": theirs}
-    header = (f"{args.preset}, vocab {args.vocab_size:,}, batch {args.batch_size} x {args.seq_len}, "
-              f"{'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
-              + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-              + f", torch {torch.__version__}")
-    reports = [header] + [profile_side(name, training_step(model, [side_inputs(name.split()[0], batch, device)], device,
-                                                           bf16), args.steps, device, args.rows)
-                          for name, model in models.items()]
+    models = {
+        "bertlib" + (" (compiled)" if args.compile else ""): torch.compile(ours) if args.compile else ours,
+        "transformers": theirs,
+    }
+    header = (
+        f"{args.preset}, vocab {args.vocab_size:,}, batch {args.batch_size} x {args.seq_len}, "
+        f"{'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
+        + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
+        + f", torch {torch.__version__}"
+    )
+    reports = [header] + [
+        profile_side(
+            name,
+            training_step(model, [side_inputs(name.split()[0], batch, device)], device, bf16),
+            args.steps,
+            device,
+            args.rows,
+        )
+        for name, model in models.items()
+    ]
     text = "\n\n".join(reports)
     print(text)
     if args.output:

@@ -21,63 +21,98 @@ def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
     where = machine.get("gpu") or f"{machine['cpu']}, {machine['cpu_cores']} cores"
     flush = ", denormals flushed" if settings.get("flush_denormal") else ""
     threads = f"{settings['threads']} thread" + ("s" if settings["threads"] != 1 else "")
-    return (f"{where}; {threads}{flush}; torch {machine['torch']}, transformers "
-            f"{machine.get('transformers', '?')}; {machine['date']}")
+    return (
+        f"{where}; {threads}{flush}; torch {machine['torch']}, transformers "
+        f"{machine.get('transformers', '?')}; {machine['date']}"
+    )
 
 
 def train_step_table(data: dict[str, Any]) -> str:
     "The markdown table of one train_step JSON file."
     gpu = data["machine"]["device"] == "cuda"
-    header = ["config", "parameters", "batch x seq", "dtype", "bertlib tokens/s", "transformers tokens/s",
-              "speed-up", "bertlib peak MiB", "transformers peak MiB"]
+    header = [
+        "config",
+        "parameters",
+        "batch x seq",
+        "dtype",
+        "bertlib tokens/s",
+        "transformers tokens/s",
+        "speed-up",
+        "bertlib peak MiB",
+        "transformers peak MiB",
+    ]
     if gpu:
         header += ["bertlib MFU", "transformers MFU"]
-    lines = [f"Training step, {_machine(data['machine'], data['settings'])}:", "",
-             "| " + " | ".join(header) + " |", "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|"]
+    lines = [
+        f"Training step, {_machine(data['machine'], data['settings'])}:",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|",
+    ]
     for row in data["results"]:
         ours, theirs = row["bertlib"], row["transformers"]
-        real = (f", WikiText-2 pairs ({row['padding_share']:.0%} padding)" if row.get("data") == "wikitext"
-                else "")
-        cells = [f"{row['preset']}, vocab {row['vocab_size']:,}{real}", f"{row['parameters'] / 1e6:.1f}M",
-                 f"{row['batch_size']} x {row['seq_len']}",
-                 row["dtype"] + (" (compiled)" if row.get("compile") else ""),
-                 f"{ours['tokens_per_second']:,.0f}", f"{theirs['tokens_per_second']:,.0f}",
-                 f"**{row['speedup']:.2f}x**"]
-        cells += [f"{side['peak_memory_bytes'] / MIB:,.0f}" if "peak_memory_bytes" in side else "not measured"
-                  for side in (ours, theirs)]
+        real = f", WikiText-2 pairs ({row['padding_share']:.0%} padding)" if row.get("data") == "wikitext" else ""
+        cells = [
+            f"{row['preset']}, vocab {row['vocab_size']:,}{real}",
+            f"{row['parameters'] / 1e6:.1f}M",
+            f"{row['batch_size']} x {row['seq_len']}",
+            row["dtype"] + (" (compiled)" if row.get("compile") else ""),
+            f"{ours['tokens_per_second']:,.0f}",
+            f"{theirs['tokens_per_second']:,.0f}",
+            f"**{row['speedup']:.2f}x**",
+        ]
+        cells += [
+            f"{side['peak_memory_bytes'] / MIB:,.0f}" if "peak_memory_bytes" in side else "not measured"
+            for side in (ours, theirs)
+        ]
         if gpu:
-            cells += [f"{side['mfu']:.1%}" if side.get("mfu") is not None else "unknown peak"
-                      for side in (ours, theirs)]
+            cells += [
+                f"{side['mfu']:.1%}" if side.get("mfu") is not None else "unknown peak" for side in (ours, theirs)
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if gpu:
         sources = sorted({row.get("peak_flops_source", "") for row in data["results"]})
-        lines += [f"MFU = (6 x parameters + 12 x layers x seq x hidden) x tokens/s over the card's bf16 dense peak "
-                  f"({'; '.join(sources)}).", ""]
+        lines += [
+            f"MFU = (6 x parameters + 12 x layers x seq x hidden) x tokens/s over the card's bf16 dense peak "
+            f"({'; '.join(sources)}).",
+            "",
+        ]
     else:
-        lines += ["Peak memory on the CPU is the peak RSS of a process that builds one side and runs two steps, or "
-                  "each real batch once (Python, torch and transformers included, the same for both). Real batches' "
-                  "tokens/s count their text, not their padding.", ""]
+        lines += [
+            "Peak memory on the CPU is the peak RSS of a process that builds one side and runs two steps, or "
+            "each real batch once (Python, torch and transformers included, the same for both). Real batches' "
+            "tokens/s count their text, not their padding.",
+            "",
+        ]
     return "\n".join(lines)
 
 
 def data_pipeline_text(data: dict[str, Any], gpu_rows: list[dict[str, Any]]) -> str:
     "The data-pipeline paragraph and table, set against what the GPU training step consumes when measured."
     tok, enc = data["tokenizer_training"], data["encoding"]
-    lines = [f"Data, {_machine(data['machine'], data['settings'])}: training the WordPiece tokenizer on the full "
-             f"train split ({tok['paragraphs']:,} paragraphs, {tok['vocab_size']:,} pieces) takes "
-             f"{tok['seconds']:.1f} s; encoding the split ({enc['tokens']:,} tokens) {enc['seconds']:.1f} s.", "",
-             "| loader workers | batch x seq | sequences/s | tokens/s | padding |", "|---:|---|---:|---:|---:|"]
+    lines = [
+        f"Data, {_machine(data['machine'], data['settings'])}: training the WordPiece tokenizer on the full "
+        f"train split ({tok['paragraphs']:,} paragraphs, {tok['vocab_size']:,} pieces) takes "
+        f"{tok['seconds']:.1f} s; encoding the split ({enc['tokens']:,} tokens) {enc['seconds']:.1f} s.",
+        "",
+        "| loader workers | batch x seq | sequences/s | tokens/s | padding |",
+        "|---:|---|---:|---:|---:|",
+    ]
     for row in data["loader"]:
-        lines.append(f"| {row['workers']} | {row['batch_size']} x {row['seq_len']} | "
-                     f"{row['sequences_per_second']:,.0f} | {row['tokens_per_second']:,.0f} | "
-                     f"{row['padding_share']:.1%} |")
+        lines.append(
+            f"| {row['workers']} | {row['batch_size']} x {row['seq_len']} | "
+            f"{row['sequences_per_second']:,.0f} | {row['tokens_per_second']:,.0f} | "
+            f"{row['padding_share']:.1%} |"
+        )
     lines.append("")
     best = max(row["sequences_per_second"] for row in data["loader"])
     if gpu_rows:
-        needs = ", ".join(f"{r['preset']} {r['bertlib']['tokens_per_second'] / r['seq_len']:,.0f} "
-                          f"({best * r['seq_len'] / r['bertlib']['tokens_per_second']:.1f}x headroom)"
-                          for r in gpu_rows)
+        needs = ", ".join(
+            f"{r['preset']} {r['bertlib']['tokens_per_second'] / r['seq_len']:,.0f} "
+            f"({best * r['seq_len'] / r['bertlib']['tokens_per_second']:.1f}x headroom)"
+            for r in gpu_rows
+        )
         lines += [f"The GPU training step consumes sequences/s: {needs}.", ""]
     return "\n".join(lines)
 
@@ -86,24 +121,30 @@ def inference_text(data: dict[str, Any]) -> str:
     "The fill-mask latency and evaluation throughput line of one inference JSON file."
     ms, ev = data["fill_mask_ms"], data["evaluation"]
     speed = ev["tokens_per_second"]
-    return (f"Inference, {_machine(data['machine'], data['settings'])}, {data['model']} "
-            f"({data['parameters'] / 1e6:.1f}M parameters): fill-mask on one sentence takes "
-            f"{ms['bertlib']:.1f} ms with `bertlib.evaluate.fill_mask` and {ms['transformers']:.1f} ms with "
-            f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x); evaluation (MLM loss, "
-            f"top-1/top-5, NSP accuracy) runs at {speed['bertlib']:,.0f} tokens/s against "
-            f"{speed['transformers']:,.0f} with transformers' dense logits "
-            f"({speed['bertlib'] / speed['transformers']:.2f}x; the scores agree within "
-            f"{ev['largest_score_difference']:.0e}).\n")
+    return (
+        f"Inference, {_machine(data['machine'], data['settings'])}, {data['model']} "
+        f"({data['parameters'] / 1e6:.1f}M parameters): fill-mask on one sentence takes "
+        f"{ms['bertlib']:.1f} ms with `bertlib.evaluate.fill_mask` and {ms['transformers']:.1f} ms with "
+        f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x); evaluation (MLM loss, "
+        f"top-1/top-5, NSP accuracy) runs at {speed['bertlib']:,.0f} tokens/s against "
+        f"{speed['transformers']:,.0f} with transformers' dense logits "
+        f"({speed['bertlib'] / speed['transformers']:.2f}x; the scores agree within "
+        f"{ev['largest_score_difference']:.0e}).\n"
+    )
 
 
 def shared_cpu_text(data: dict[str, Any]) -> str:
     "The table of training beside a busy process (benchmarks/shared_cpu.py), and bertlib's choice as ratios."
     m = data["machine"]
     conditions = list(data["medians"])
-    lines = [f"Training on a shared CPU, {m['cpu']}, {m['cpu_cores']} cores; torch {m['torch']}; {m['date']}: the main "
-             f"command's step (`mini`, 8 x 128, MLM + NSP, AdamW), tokens/s, median of {data['rounds']} rounds of "
-             f"{data['steps']} steps, each in a fresh process (`python benchmarks/shared_cpu.py`):", "",
-             "| threads | " + " | ".join(conditions) + " |", "|---|" + "---:|" * len(conditions)]
+    lines = [
+        f"Training on a shared CPU, {m['cpu']}, {m['cpu_cores']} cores; torch {m['torch']}; {m['date']}: the main "
+        f"command's step (`mini`, 8 x 128, MLM + NSP, AdamW), tokens/s, median of {data['rounds']} rounds of "
+        f"{data['steps']} steps, each in a fresh process (`python benchmarks/shared_cpu.py`):",
+        "",
+        "| threads | " + " | ".join(conditions) + " |",
+        "|---|" + "---:|" * len(conditions),
+    ]
     for setting in data["medians"][conditions[0]]:
         cells = []
         for condition in conditions:
@@ -113,32 +154,46 @@ def shared_cpu_text(data: dict[str, Any]) -> str:
             cells.append(f"{data['medians'][condition][setting]:,.0f}{note}")
         lines.append(f"| {setting} | " + " | ".join(cells) + " |")
     loads = ", ".join(f"{condition} {min(v):.1f}-{max(v):.1f}" for condition, v in data["load_average"].items())
-    lines += ["", f"bertlib's choice (as many threads as CPUs are idle when training starts) trains at "
-              f"**{data['choice_vs_best_quiet']:.2f}** of the best setting's speed when the machine is quiet (target "
-              f"0.95) and **{data['choice_vs_one_thread_busy']:.2f}** of one thread's beside the busy process (target "
-              f"0.85). Load average (1 minute) as the timings started: {loads}; the machine was shared with other "
-              f"work, so \"quiet\" is only as quiet as that.", ""]
+    lines += [
+        "",
+        f"bertlib's choice (as many threads as CPUs are idle when training starts) trains at "
+        f"**{data['choice_vs_best_quiet']:.2f}** of the best setting's speed when the machine is quiet (target "
+        f"0.95) and **{data['choice_vs_one_thread_busy']:.2f}** of one thread's beside the busy process (target "
+        f"0.85). Load average (1 minute) as the timings started: {loads}; the machine was shared with other "
+        f'work, so "quiet" is only as quiet as that.',
+        "",
+    ]
     return "\n".join(lines)
 
 
 def render(results_dir: Path = RESULTS_DIR) -> str:
     "The README section (between the markers, markers excluded) for the JSON files in `results_dir`."
+
     def load(name: str) -> dict[str, Any] | None:
         path = results_dir / name
         return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
     cpu, cuda, data = load("train_step-cpu.json"), load("train_step-cuda.json"), load("data_pipeline.json")
-    parts = ["Generated by `python benchmarks/report.py` from `benchmarks/results/*.json`; do not edit by hand. "
-             "Each row times bertlib and HF `transformers.BertForPreTraining` (SDPA attention, same weights, "
-             "batch, masking and dtype) in one process, interleaved, median of the repeats; a step is forward, "
-             "MLM + NSP loss, backward and `torch.optim.AdamW`.", ""]
+    parts = [
+        "Generated by `python benchmarks/report.py` from `benchmarks/results/*.json`; do not edit by hand. "
+        "Each row times bertlib and HF `transformers.BertForPreTraining` (SDPA attention, same weights, "
+        "batch, masking and dtype) in one process, interleaved, median of the repeats; a step is forward, "
+        "MLM + NSP loss, backward and `torch.optim.AdamW`.",
+        "",
+    ]
     parts += [train_step_table(cpu)] if cpu else ["No CPU training-step numbers have been measured yet.", ""]
-    parts += ([train_step_table(cuda)] if cuda else
-              ["No GPU numbers have been measured yet: run `python benchmarks/train_step.py --suite cuda` on a "
-               "machine with a GPU, then this script.", ""])
+    parts += (
+        [train_step_table(cuda)]
+        if cuda
+        else [
+            "No GPU numbers have been measured yet: run `python benchmarks/train_step.py --suite cuda` on a "
+            "machine with a GPU, then this script.",
+            "",
+        ]
+    )
     if data:
         parts.append(data_pipeline_text(data, cuda["results"] if cuda else []))
-    parts += [inference_text(found) for name in ("inference-cpu.json", "inference-cuda.json")
-              if (found := load(name))]
+    parts += [inference_text(found) for name in ("inference-cpu.json", "inference-cuda.json") if (found := load(name))]
     if shared := load("shared_cpu.json"):
         parts.append(shared_cpu_text(shared))
     return "\n".join(parts).rstrip("\n")

@@ -59,15 +59,23 @@ def worker(setting: str, steps: int) -> dict[str, Any]:
     start = time.perf_counter()
     for _ in range(steps):
         step()
-    return {"tokens_per_second": steps * 8 * 128 / (time.perf_counter() - start), "threads": torch.get_num_threads(),
-            "idle_cpus": idle}
+    return {
+        "tokens_per_second": steps * 8 * 128 / (time.perf_counter() - start),
+        "threads": torch.get_num_threads(),
+        "idle_cpus": idle,
+    }
 
 
 def time_setting(setting: str, steps: int) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k not in OWN} | SETTINGS[setting][1]
     load = os.getloadavg()[0]
-    out = subprocess.run([sys.executable, __file__, "--worker", setting, "--steps", str(steps)], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", setting, "--steps", str(steps)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return {**json.loads(out.strip().splitlines()[-1]), "load_average": load}
 
 
@@ -82,8 +90,11 @@ def measure(rounds: int, steps: int) -> dict[str, dict[str, list[dict[str, Any]]
                 for setting in SETTINGS:
                     timings[condition][setting].append(time_setting(setting, steps))
                     t = timings[condition][setting][-1]
-                    print(f"round {round_ + 1} {condition:>22}: {setting:<50} {t['tokens_per_second']:>7,.0f} tokens/s "
-                          f"({t['threads']} threads, load {t['load_average']:.1f})", flush=True)
+                    print(
+                        f"round {round_ + 1} {condition:>22}: {setting:<50} {t['tokens_per_second']:>7,.0f} tokens/s "
+                        f"({t['threads']} threads, load {t['load_average']:.1f})",
+                        flush=True,
+                    )
             finally:
                 if busy:
                     busy.kill()
@@ -93,14 +104,19 @@ def measure(rounds: int, steps: int) -> dict[str, dict[str, list[dict[str, Any]]
 
 def summary(timings: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
     "Medians per condition and setting, and bertlib's choice as the ratios the targets are stated in."
-    medians = {c: {s: statistics.median(t["tokens_per_second"] for t in runs) for s, runs in settings.items()}
-               for c, settings in timings.items()}
+    medians = {
+        c: {s: statistics.median(t["tokens_per_second"] for t in runs) for s, runs in settings.items()}
+        for c, settings in timings.items()
+    }
     quiet, busy = medians["quiet"], medians["beside a busy process"]
-    return {"medians": medians,
-            "choice_vs_best_quiet": quiet["bertlib's choice"] / max(quiet.values()),
-            "choice_vs_one_thread_busy": busy["bertlib's choice"] / busy["one thread"],
-            "load_average": {c: [t["load_average"] for runs in settings.values() for t in runs]
-                             for c, settings in timings.items()}}
+    return {
+        "medians": medians,
+        "choice_vs_best_quiet": quiet["bertlib's choice"] / max(quiet.values()),
+        "choice_vs_one_thread_busy": busy["bertlib's choice"] / busy["one thread"],
+        "load_average": {
+            c: [t["load_average"] for runs in settings.values() for t in runs] for c, settings in timings.items()
+        },
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -117,10 +133,18 @@ def main(argv: list[str] | None = None) -> None:
     from bench_utils import machine_info, write_results
 
     timings = measure(args.rounds, args.steps)
-    data = {"benchmark": "shared_cpu", "machine": machine_info(torch.device("cpu")), "steps": args.steps,
-            "rounds": args.rounds, "timings": timings, **summary(timings)}
-    print(f"bertlib's choice: {data['choice_vs_best_quiet']:.2f} of the best setting's speed when quiet, "
-          f"{data['choice_vs_one_thread_busy']:.2f} of one thread's beside a busy process")
+    data = {
+        "benchmark": "shared_cpu",
+        "machine": machine_info(torch.device("cpu")),
+        "steps": args.steps,
+        "rounds": args.rounds,
+        "timings": timings,
+        **summary(timings),
+    }
+    print(
+        f"bertlib's choice: {data['choice_vs_best_quiet']:.2f} of the best setting's speed when quiet, "
+        f"{data['choice_vs_one_thread_busy']:.2f} of one thread's beside a busy process"
+    )
     print(f"wrote {write_results(args.output, data)}")
 
 

@@ -58,22 +58,44 @@ from bertlib.train_config import PretrainConfig  # noqa: E402
 SIDES = ("bertlib", "transformers")
 # Dense bf16 tensor-core peaks (no sparsity), in FLOP/s, from the vendors' data sheets; the first name that
 # occurs in torch.cuda.get_device_name() wins, so the more specific names come first.
-GPU_BF16_PEAK = {"H100 PCIe": 756e12, "H100": 989e12, "H200": 989e12, "GH200": 989e12, "B200": 2250e12,
-                 "A100": 312e12, "L40S": 362e12, "L4": 121e12, "A10G": 70e12, "A10": 125e12,
-                 "RTX 4090": 165e12, "RTX 3090": 71e12}
+GPU_BF16_PEAK = {
+    "H100 PCIe": 756e12,
+    "H100": 989e12,
+    "H200": 989e12,
+    "GH200": 989e12,
+    "B200": 2250e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L4": 121e12,
+    "A10G": 70e12,
+    "A10": 125e12,
+    "RTX 4090": 165e12,
+    "RTX 3090": 71e12,
+}
 # (preset, vocab size, batch, sequence length, data) of the README's targets
-SUITES = {"cpu": [("mini", 30522, 32, 128, "random"), ("mini", 8192, 32, 128, "random"),
-                  ("mini", 30522, 32, 128, "wikitext"), ("base", 30522, 32, 128, "random")],
-          "cuda": [("mini", 30522, 128, 128, "random"), ("base", 30522, 64, 128, "random"),
-                   ("mini", 30522, 128, 128, "wikitext"), ("base", 30522, 64, 128, "wikitext")]}
+SUITES = {
+    "cpu": [
+        ("mini", 30522, 32, 128, "random"),
+        ("mini", 8192, 32, 128, "random"),
+        ("mini", 30522, 32, 128, "wikitext"),
+        ("base", 30522, 32, 128, "random"),
+    ],
+    "cuda": [
+        ("mini", 30522, 128, 128, "random"),
+        ("base", 30522, 64, 128, "random"),
+        ("mini", 30522, 128, 128, "wikitext"),
+        ("base", 30522, 64, 128, "wikitext"),
+    ],
+}
 
 
 BATCH_KEYS = ("input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label")
 WIKITEXT_BATCHES = 8  # real batches cycled through, so that both sides see every length the sampler groups
 
 
-def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device | str = "cpu",
-               seed: int = 0) -> dict[str, torch.Tensor]:
+def make_batch(
+    config: BertConfig, batch: int, seq: int, device: torch.device | str = "cpu", seed: int = 0
+) -> dict[str, torch.Tensor]:
     """`[CLS] A [SEP] B [SEP]` rows of random ordinary tokens, no padding, masked by BERT's rule (15% of the
     non-special positions labelled; 80/10/10), with NSP labels."""
     g = torch.Generator().manual_seed(seed)
@@ -84,9 +106,13 @@ def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device | 
     special[:, [0, middle, seq - 1]] = True
     input_ids, labels = mask_tokens(ids, special, mask_token_id=MASK_ID, vocab_size=config.vocab_size, generator=g)
     token_type_ids = (torch.arange(seq) > middle).long().expand(batch, seq).contiguous()
-    batch_ = {"input_ids": input_ids, "token_type_ids": token_type_ids,
-              "attention_mask": torch.ones(batch, seq, dtype=torch.long), "labels": labels,
-              "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
+    batch_ = {
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
+        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+        "labels": labels,
+        "next_sentence_label": torch.randint(0, 2, (batch,), generator=g),
+    }
     return {k: v.to(device) for k, v in batch_.items()}
 
 
@@ -96,8 +122,9 @@ def wikitext_batches(batch: int, seq: int, count: int = WIKITEXT_BATCHES) -> lis
     The ids come from the course's 8,192-piece tokenizer, whatever the model's vocabulary (the step's cost does
     not depend on which ids it reads)."""
     tokenizer = train_wikitext_tokenizer()
-    dataset = PretrainingDataset(wikitext_corpus("train", tokenizer), tokenizer, seq,
-                                 mlm_probability=PretrainConfig(max_steps=1).mlm_probability)
+    dataset = PretrainingDataset(
+        wikitext_corpus("train", tokenizer), tokenizer, seq, mlm_probability=PretrainConfig(max_steps=1).mlm_probability
+    )
     loader = make_loader(dataset, batch, MaskedLMAndNSP().collate, dataset.lengths)
     return [{key: b[key] for key in BATCH_KEYS} for b in itertools.islice(loader, count)]
 
@@ -133,6 +160,7 @@ def training_step(model: torch.nn.Module, batches: list[dict], device: torch.dev
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+
     return step
 
 
@@ -155,9 +183,26 @@ def gpu_peak_flops(device: torch.device, override_tflops: float | None) -> tuple
 
 def measure_memory(args: argparse.Namespace, side: str) -> int:
     "Peak memory of a training step of one side, in a fresh process that builds only that side."
-    command = [sys.executable, __file__, "--memory-of", side, "--preset", args.preset, "--vocab-size",
-               str(args.vocab_size), "--batch-size", str(args.batch_size), "--seq-len", str(args.seq_len),
-               "--device", args.device, "--dtype", args.dtype, "--data", args.data]
+    command = [
+        sys.executable,
+        __file__,
+        "--memory-of",
+        side,
+        "--preset",
+        args.preset,
+        "--vocab-size",
+        str(args.vocab_size),
+        "--batch-size",
+        str(args.batch_size),
+        "--seq-len",
+        str(args.seq_len),
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+        "--data",
+        args.data,
+    ]
     if args.threads is not None:
         command += ["--threads", str(args.threads)]
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
@@ -192,33 +237,50 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
     batches = cpu_batches(args, config)
     if args.data == "wikitext":  # a repeat is one pass over the real batches, so every repeat holds the same work
         args.steps_per_repeat = len(batches)
-    ours_step = training_step(torch.compile(ours) if args.compile else ours,
-                              [side_inputs("bertlib", b, device) for b in batches], device, bf16)
-    steps = {"bertlib": ours_step,
-             "transformers": training_step(theirs, [side_inputs("transformers", b, device) for b in batches], device,
-                                           bf16)}
+    ours_step = training_step(
+        torch.compile(ours) if args.compile else ours,
+        [side_inputs("bertlib", b, device) for b in batches],
+        device,
+        bf16,
+    )
+    steps = {
+        "bertlib": ours_step,
+        "transformers": training_step(theirs, [side_inputs("transformers", b, device) for b in batches], device, bf16),
+    }
 
     def repeated(step):
         def run() -> None:
             for _ in range(args.steps_per_repeat):
                 step()
+
         return run
-    times = interleaved_times({side: repeated(step) for side, step in steps.items()}, args.warmup, args.repeats,
-                              device)
+
+    times = interleaved_times({side: repeated(step) for side, step in steps.items()}, args.warmup, args.repeats, device)
     # tokens that are text, not padding: what the step is for
     per_cycle = sum(int(b["attention_mask"].sum()) for b in batches)
     tokens = per_cycle * args.steps_per_repeat // len(batches)
     parameters = sum(p.numel() for p in ours.parameters())
     row: dict[str, Any] = {
-        "preset": args.preset, "vocab_size": config.vocab_size, "parameters": parameters,
-        "batch_size": args.batch_size, "seq_len": args.seq_len, "dtype": args.dtype, "compile": args.compile,
-        "data": args.data, "padding_share": 1 - per_cycle / sum(b["input_ids"].numel() for b in batches),
+        "preset": args.preset,
+        "vocab_size": config.vocab_size,
+        "parameters": parameters,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "dtype": args.dtype,
+        "compile": args.compile,
+        "data": args.data,
+        "padding_share": 1 - per_cycle / sum(b["input_ids"].numel() for b in batches),
         "masked_positions": sum(int((b["labels"] != -100).sum()) for b in batches) / len(batches),
-        "repeats": args.repeats, "warmup": args.warmup, "steps_per_repeat": args.steps_per_repeat}
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+        "steps_per_repeat": args.steps_per_repeat,
+    }
     for side in SIDES:
-        row[side] = {"step_seconds": median(times[side]) / args.steps_per_repeat,
-                     "tokens_per_second": tokens / median(times[side]),
-                     "seconds_per_repeat": [round(t, 5) for t in times[side]]}
+        row[side] = {
+            "step_seconds": median(times[side]) / args.steps_per_repeat,
+            "tokens_per_second": tokens / median(times[side]),
+            "seconds_per_repeat": [round(t, 5) for t in times[side]],
+        }
     row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
     if device.type == "cuda":
         peak, source = gpu_peak_flops(device, args.peak_tflops)
@@ -236,14 +298,24 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
 
 def print_row(row: dict[str, Any]) -> None:
     mib = 2**20
-    memory = (f"  peak MiB {row['bertlib']['peak_memory_bytes'] / mib:,.0f} vs "
-              f"{row['transformers']['peak_memory_bytes'] / mib:,.0f}" if "memory_ratio" in row else "")
-    mfu = (f"  MFU {row['bertlib']['mfu']:.1%} vs {row['transformers']['mfu']:.1%}"
-           if row["bertlib"].get("mfu") is not None else "")
-    print(f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
-          f"{row['data']:>8} "
-          f"{row['dtype']}: bertlib {row['bertlib']['tokens_per_second']:>9,.0f} tok/s, transformers "
-          f"{row['transformers']['tokens_per_second']:>9,.0f} tok/s, x{row['speedup']:.2f}{memory}{mfu}", flush=True)
+    memory = (
+        f"  peak MiB {row['bertlib']['peak_memory_bytes'] / mib:,.0f} vs "
+        f"{row['transformers']['peak_memory_bytes'] / mib:,.0f}"
+        if "memory_ratio" in row
+        else ""
+    )
+    mfu = (
+        f"  MFU {row['bertlib']['mfu']:.1%} vs {row['transformers']['mfu']:.1%}"
+        if row["bertlib"].get("mfu") is not None
+        else ""
+    )
+    print(
+        f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
+        f"{row['data']:>8} "
+        f"{row['dtype']}: bertlib {row['bertlib']['tokens_per_second']:>9,.0f} tok/s, transformers "
+        f"{row['transformers']['tokens_per_second']:>9,.0f} tok/s, x{row['speedup']:.2f}{memory}{mfu}",
+        flush=True,
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -254,12 +326,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
-    p.add_argument("--dtype", choices=("fp32", "bf16"), default=None,
-                   help="fp32, or bf16 autocast (default: bf16 on cuda, fp32 on cpu)")
-    p.add_argument("--compile", action=argparse.BooleanOptionalAction, default=None,
-                   help="torch.compile bertlib's model (default: on for cuda)")
-    p.add_argument("--data", choices=("random", "wikitext"), default="random",
-                   help="one random unpadded batch, or real WikiText-2 pre-training batches (padded, length-grouped)")
+    p.add_argument(
+        "--dtype",
+        choices=("fp32", "bf16"),
+        default=None,
+        help="fp32, or bf16 autocast (default: bf16 on cuda, fp32 on cpu)",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile bertlib's model (default: on for cuda)",
+    )
+    p.add_argument(
+        "--data",
+        choices=("random", "wikitext"),
+        default="random",
+        help="one random unpadded batch, or real WikiText-2 pre-training batches (padded, length-grouped)",
+    )
     p.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
@@ -270,8 +354,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--memory-of", choices=SIDES, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.data == "wikitext" and args.vocab_size < DEFAULT_VOCAB_SIZE:
-        p.error(f"--data wikitext reads ids of the {DEFAULT_VOCAB_SIZE:,}-piece tokenizer: give --vocab-size "
-                f"{DEFAULT_VOCAB_SIZE} or more")
+        p.error(
+            f"--data wikitext reads ids of the {DEFAULT_VOCAB_SIZE:,}-piece tokenizer: give --vocab-size "
+            f"{DEFAULT_VOCAB_SIZE} or more"
+        )
     if args.suite:
         args.device = args.suite
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -291,8 +377,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.memory_of:
         memory_of(args, BertConfig.from_preset(args.preset, vocab_size=args.vocab_size), device)
         return
-    shapes = (SUITES[args.suite] if args.suite
-              else [(args.preset, args.vocab_size, args.batch_size, args.seq_len, args.data)])
+    shapes = (
+        SUITES[args.suite] if args.suite else [(args.preset, args.vocab_size, args.batch_size, args.seq_len, args.data)]
+    )
     steps_per_repeat = args.steps_per_repeat
     rows = []
     for preset, vocab_size, batch_size, seq_len, data in shapes:

@@ -5,8 +5,8 @@ Modules:
 - `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
 - `bertlib.checkpoints`: Checkpoints of a run: the weights and the training state of one step, written atomically with a SHA-256 checksum of each file, rotated so that a kill never leaves a listed, broken one, and read back checked.
 - `bertlib.checks`: Checks of settings, each raising a one-line ValueError that names the setting, its value and what is allowed.
-- `bertlib.cli`: The `bertlib` command line: `python -m bertlib <command> --help` explains each command. This module parses the options (those of training are made from the fields of `bertlib.train_config`) and turns errors into one line and an exit code; `bertlib.commands` does the work.
-- `bertlib.commands`: What each command of the command line does (`bertlib.cli` parses the options and maps errors to exit codes): prepare a tokenizer; pre-train, distil or fine-tune a run folder; predict, evaluate, fill masks, export or describe a run. A problem the user can fix raises `UsageError`.
+- `bertlib.cli`: The `bertlib` command line: `python -m bertlib <command> --help` explains each command. This module parses the options (those of training are made from the fields of `bertlib.train_config`) and turns errors into one line and an exit code; `bertlib.commands` (the commands that make a run) and `bertlib.run_commands` (those that read one) do the work.
+- `bertlib.commands`: The commands that make a run folder (`bertlib.cli` parses the options and maps errors to exit codes): prepare a tokenizer; pre-train, distil or fine-tune a run. A problem the user can fix raises `UsageError`; the commands that read a run are `bertlib.run_commands`'.
 - `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
 - `bertlib.course`: The course model's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise `mini`, trained as `models/course-mini` was on a GPU, or as the README's main command trains it on a CPU.
 - `bertlib.devices`: Where tensors live and how they are computed: the device, the CPU threads, mixed precision, moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
@@ -27,6 +27,7 @@ Modules:
 - `bertlib.packed_data`: RoBERTa's pre-training data: no sentence pairs and no NSP, just the corpus as one stream of tokens (documents joined by `[SEP]`) cut into full-length sequences, `[CLS] ... [SEP]`, masked afresh every epoch. Every sequence is as long as allowed, so a batch has no padding at all.
 - `bertlib.pretraining`: The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is `pretraining_data`.
 - `bertlib.processes`: The training process and its peers: the process group that `torchrun` describes (this process's rank among how many), and Ctrl-C or SIGTERM turned into a request that the training loop honours between steps.
+- `bertlib.run_commands`: The commands that read a run folder (`bertlib.cli` parses the options and maps errors to exit codes): predict, evaluate, fill masks, export or describe a run. A problem the user can fix raises `bertlib.commands.UsageError`.
 - `bertlib.run_report`: Where a pre-training run stands, in a few lines for the end of `python -m bertlib pretrain`: its last validation beside the unigram baseline on the same batches, its guesses for two fixed sentences, and whether it is still on the plateau, where a small BERT fills most masks with frequent tokens, and how to leave it.
 - `bertlib.runs`: Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a crash never leaves a broken file, and read back with clear errors. The checkpoints inside are `bertlib.checkpoints`'.
 - `bertlib.task_examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
@@ -42,24 +43,44 @@ __version__ = "0.2.0"
 # The names a user reaches for, imported on first use (PEP 562), so that `import bertlib` stays light and a
 # name needs only its own module's dependencies.
 _PUBLIC = {
-    "BertConfig": "config", "PRESETS": "config",
-    "BertModel": "model", "BertForPreTraining": "model", "ElectraForPreTraining": "electra",
-    "BertForSequenceClassification": "heads", "BertForTokenClassification": "heads",
+    "BertConfig": "config",
+    "PRESETS": "config",
+    "BertModel": "model",
+    "BertForPreTraining": "model",
+    "ElectraForPreTraining": "electra",
+    "BertForSequenceClassification": "heads",
+    "BertForTokenClassification": "heads",
     "BertForQuestionAnswering": "heads",
-    "TrainConfig": "train_config", "PretrainConfig": "train_config", "FinetuneConfig": "train_config",
+    "TrainConfig": "train_config",
+    "PretrainConfig": "train_config",
+    "FinetuneConfig": "train_config",
     "DistilConfig": "train_config",
-    "load_wikitext2": "data", "wikitext_documents": "data",
-    "train_tokenizer": "tokenizer", "train_wikitext_tokenizer": "tokenizer", "load_tokenizer": "tokenizer",
+    "load_wikitext2": "data",
+    "wikitext_documents": "data",
+    "train_tokenizer": "tokenizer",
+    "train_wikitext_tokenizer": "tokenizer",
+    "load_tokenizer": "tokenizer",
     "save_tokenizer": "tokenizer",
-    "PretrainingDataset": "pretraining_data", "pretraining_dataloader": "pretraining_data",
-    "load_run": "runs", "load_model": "model_factory", "RunError": "runs",
+    "PretrainingDataset": "pretraining_data",
+    "pretraining_dataloader": "pretraining_data",
+    "load_run": "runs",
+    "load_model": "model_factory",
+    "RunError": "runs",
     "fit": "trainer",
-    "pretrain": "pretraining", "course_configs": "course", "finetune": "finetuning", "predict": "finetuning",
+    "pretrain": "pretraining",
+    "course_configs": "course",
+    "finetune": "finetuning",
+    "predict": "finetuning",
     "distil": "distillation",
-    "evaluate_run": "evaluate", "fill_mask": "evaluate", "validation_metrics": "evaluate",
+    "evaluate_run": "evaluate",
+    "fill_mask": "evaluate",
+    "validation_metrics": "evaluate",
     "evaluate_electra_run": "electra_evaluate",
-    "to_transformers": "interop", "from_transformers": "interop", "save_pretrained_hf": "hf_folders",
-    "load_hf_encoder": "hf_folders", "load_task": "tasks",
+    "to_transformers": "interop",
+    "from_transformers": "interop",
+    "save_pretrained_hf": "hf_folders",
+    "load_hf_encoder": "hf_folders",
+    "load_task": "tasks",
     "quick_mode": "environment",
 }
 __all__ = ["__version__", *_PUBLIC]

@@ -1,4 +1,5 @@
 """`python -m bertlib`: the command line."""
+
 from bertlib.cli import main
 
 raise SystemExit(main())

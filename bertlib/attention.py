@@ -17,12 +17,16 @@ def attention_bias(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> t
     if attention_mask is None:
         return None
     padding = (attention_mask == 0)[:, None, None, :]
-    return torch.zeros(padding.shape, dtype=dtype, device=padding.device).masked_fill(padding,
-                                                                                      torch.finfo(dtype).min)
+    return torch.zeros(padding.shape, dtype=dtype, device=padding.device).masked_fill(padding, torch.finfo(dtype).min)
 
 
-def explicit_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, bias: torch.Tensor | None = None,
-                       dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def explicit_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(QK^T / sqrt(d) + bias) V for [batch, heads, seq, head_size] inputs, step by step.
 
     Returns the output and the attention probabilities [batch, heads, seq, seq] (before dropout)."""
@@ -71,9 +75,13 @@ class MultiHeadSelfAttention(nn.Module):
         batch, seq, _ = x.shape
         return x.view(batch, seq, self.num_heads, self.head_size).transpose(1, 2)
 
-    def forward(self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                output_attentions: bool = False,
-                query_positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        query_positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Attend over `hidden_states` [batch, seq, hidden]; `attention_mask` [batch, seq] marks tokens (1)
         and padding (0). Returns the output [batch, seq, hidden] and, with `output_attentions`, the
         probabilities [batch, heads, seq, seq] (else None).

@@ -4,8 +4,16 @@ of the way in, the one `DataLoader` factory, and how much padding a batching was
 Written by hand (pre-training and fine-tuning both use it); notebook 06 presents it.
 """
 
-__all__ = ["child_seed", "padded_length", "LengthGroupedSampler", "set_epoch", "make_loader", "DataPosition",
-           "micro_batches", "padding_waste"]
+__all__ = [
+    "child_seed",
+    "padded_length",
+    "LengthGroupedSampler",
+    "set_epoch",
+    "make_loader",
+    "DataPosition",
+    "micro_batches",
+    "padding_waste",
+]
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,9 +45,19 @@ class LengthGroupedSampler(Sampler[int]):
     the start of each epoch because the number of pairs changes from epoch to epoch). `skip` items of the
     epoch (this process's share) are left out at its start: a resumed run sets it to what it had used."""
 
-    def __init__(self, lengths: Sequence[int] | Callable[[], Sequence[int]], batch_size: int, *,
-                 group_by_length: bool = True, shuffle: bool = True, seed: int = 0, mega_batch_mult: int = 50,
-                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False):
+    def __init__(
+        self,
+        lengths: Sequence[int] | Callable[[], Sequence[int]],
+        batch_size: int,
+        *,
+        group_by_length: bool = True,
+        shuffle: bool = True,
+        seed: int = 0,
+        mega_batch_mult: int = 50,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ):
         if batch_size < 1 or mega_batch_mult < 1:
             raise ValueError("batch_size and mega_batch_mult must be at least 1")
         if not 0 <= rank < num_replicas:
@@ -83,8 +101,8 @@ class LengthGroupedSampler(Sampler[int]):
         order = self.order()
         total = self._per_replica(len(order)) * self.num_replicas
         if total > len(order):  # as DistributedSampler: repeat from the start so every process gets as many
-            order += (order * (total // max(len(order), 1) + 1))[:total - len(order)]
-        return islice(order[self.rank:total:self.num_replicas], self.skip, None)
+            order += (order * (total // max(len(order), 1) + 1))[: total - len(order)]
+        return islice(order[self.rank : total : self.num_replicas], self.skip, None)
 
 
 def set_epoch(loader: DataLoader, epoch: int) -> None:
@@ -94,26 +112,54 @@ def set_epoch(loader: DataLoader, epoch: int) -> None:
             part.set_epoch(epoch)
 
 
-def make_loader(dataset: Dataset, batch_size: int, collate_fn: Callable,
-                lengths: Sequence[int] | Callable[[], Sequence[int]], *,
-                group_by_length: bool = True, shuffle: bool = True, seed: int = 0, num_replicas: int = 1,
-                rank: int = 0, drop_last: bool = False, num_workers: int = 0, pin_memory: bool = False,
-                persistent_workers: bool = False, batches_per_group: int = 1) -> DataLoader:
+def make_loader(
+    dataset: Dataset,
+    batch_size: int,
+    collate_fn: Callable,
+    lengths: Sequence[int] | Callable[[], Sequence[int]],
+    *,
+    group_by_length: bool = True,
+    shuffle: bool = True,
+    seed: int = 0,
+    num_replicas: int = 1,
+    rank: int = 0,
+    drop_last: bool = False,
+    num_workers: int = 0,
+    pin_memory: bool = False,
+    persistent_workers: bool = False,
+    batches_per_group: int = 1,
+) -> DataLoader:
     """The `DataLoader` of every training and evaluation loop: a `LengthGroupedSampler` over `lengths`,
     batches made by `collate_fn`, and a generator of its own, so that starting an epoch never draws from
     the global random state (which seeds dropout). The sampler groups `batches_per_group` batches at a time
     (a training step's micro-batches), so that how a step is split does not change what it holds."""
-    sampler = LengthGroupedSampler(lengths, batch_size * batches_per_group, group_by_length=group_by_length,
-                                   shuffle=shuffle, seed=seed, num_replicas=num_replicas, rank=rank,
-                                   drop_last=drop_last)
-    return DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers, drop_last=drop_last,
-                      collate_fn=collate_fn, pin_memory=pin_memory, generator=torch.Generator(),
-                      persistent_workers=persistent_workers and num_workers > 0)
+    sampler = LengthGroupedSampler(
+        lengths,
+        batch_size * batches_per_group,
+        group_by_length=group_by_length,
+        shuffle=shuffle,
+        seed=seed,
+        num_replicas=num_replicas,
+        rank=rank,
+        drop_last=drop_last,
+    )
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        drop_last=drop_last,
+        collate_fn=collate_fn,
+        pin_memory=pin_memory,
+        generator=torch.Generator(),
+        persistent_workers=persistent_workers and num_workers > 0,
+    )
 
 
 @dataclass
 class DataPosition:
     "Where training is in the data: the epoch and the micro-batches of it already used."
+
     epoch: int = 0
     batches: int = 0
 
@@ -129,13 +175,14 @@ def micro_batches(loader: DataLoader, position: DataPosition) -> Iterator[dict[s
         position.epoch, position.batches = position.epoch + 1, 0
 
 
-def padding_waste(lengths: Sequence[int], order: Iterable[int], batch_size: int,
-                  pad_to_multiple_of: int | None = None) -> float:
+def padding_waste(
+    lengths: Sequence[int], order: Iterable[int], batch_size: int, pad_to_multiple_of: int | None = None
+) -> float:
     "The share of padded positions when the items are batched `batch_size` at a time in `order`."
     order = list(order)
     real = padded = 0
     for i in range(0, len(order), batch_size):
-        batch = [lengths[j] for j in order[i:i + batch_size]]
+        batch = [lengths[j] for j in order[i : i + batch_size]]
         real += sum(batch)
         padded += len(batch) * padded_length(max(batch), pad_to_multiple_of)
     return 1 - real / padded if padded else 0.0

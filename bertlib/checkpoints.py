@@ -10,8 +10,19 @@ of each file, rotated so that a kill never leaves a listed, broken one, and read
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["CHECKPOINT_PREFIX", "checkpoint_step", "checkpoints", "save_checkpoint", "load_weights",
-           "load_training_state", "load_checkpoint", "write_checksums", "latest_checkpoint", "best_checkpoint"]
+__all__ = [
+    "CHECKPOINT_PREFIX",
+    "checkpoint_step",
+    "checkpoints",
+    "save_checkpoint",
+    "load_weights",
+    "load_training_state",
+    "load_checkpoint",
+    "write_checksums",
+    "latest_checkpoint",
+    "best_checkpoint",
+    "best_validation",
+]
 
 import hashlib
 import json
@@ -49,8 +60,11 @@ def checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     "The complete checkpoints of a run (a step folder with its weights and checksums), oldest first."
     folder = Path(run_dir) / "checkpoints"
     found = folder.glob(f"{CHECKPOINT_PREFIX}*") if folder.is_dir() else []
-    return sorted(p for p in found if p.name[len(CHECKPOINT_PREFIX):].isdigit()
-                  and (p / WEIGHTS).is_file() and (p / CHECKSUMS).is_file())
+    return sorted(
+        p
+        for p in found
+        if p.name[len(CHECKPOINT_PREFIX) :].isdigit() and (p / WEIGHTS).is_file() and (p / CHECKSUMS).is_file()
+    )
 
 
 def _sha256(path: Path) -> str:
@@ -76,8 +90,9 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(trash)
 
 
-def save_checkpoint(run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int,
-                    keep: int = 2) -> Path:
+def save_checkpoint(
+    run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int, keep: int = 2
+) -> Path:
     """Write `model`'s weights and `training_state` as checkpoint `step`, atomically and with checksums, then
     delete all but the newest `keep` checkpoints."""
     folder = Path(run_dir) / "checkpoints"
@@ -109,14 +124,18 @@ def _verified(checkpoint: Path, name: str) -> Path:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise _unreadable(checkpoint, err) from err
     if actual != expected:
-        raise RunError(f"checkpoint {checkpoint}: {name} does not match its checksum (the file is damaged); "
-                       f"delete it (the whole step folder) to fall back to the previous checkpoint")
+        raise RunError(
+            f"checkpoint {checkpoint}: {name} does not match its checksum (the file is damaged); "
+            f"delete it (the whole step folder) to fall back to the previous checkpoint"
+        )
     return path
 
 
 def _unreadable(checkpoint: Path, err: Exception) -> RunError:
-    return RunError(f"checkpoint {checkpoint} is unreadable ({type(err).__name__}: {str(err)[:120]}); "
-                    f"delete it to fall back to the previous checkpoint")
+    return RunError(
+        f"checkpoint {checkpoint} is unreadable ({type(err).__name__}: {str(err)[:120]}); "
+        f"delete it to fall back to the previous checkpoint"
+    )
 
 
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
@@ -127,8 +146,9 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
     except (OSError, SafetensorError) as err:
         raise _unreadable(checkpoint, err) from err
     except RuntimeError as err:
-        raise RunError(f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); "
-                       f"was config.json edited?") from err
+        raise RunError(
+            f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); was config.json edited?"
+        ) from err
 
 
 def load_training_state(checkpoint: Path) -> dict:
@@ -158,3 +178,9 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
     "The checkpoint of a fine-tuning run's best validation so far, or None."
     found = checkpoints(Path(run_dir) / "best")
     return found[-1] if found else None
+
+
+def best_validation(run_dir: str | os.PathLike) -> dict | None:
+    "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
+    found = best_checkpoint(run_dir)
+    return None if found is None else load_training_state(found)

@@ -30,8 +30,9 @@ def check_positive(settings: Any, names: Sequence[str]) -> None:
     for name in names:
         value = getattr(settings, name)
         if value is not None and not (value > 0 and math.isfinite(value)):
-            raise ValueError(f"{type(settings).__name__}.{name}={value!r} is not valid; it must be a positive, finite "
-                             f"number")
+            raise ValueError(
+                f"{type(settings).__name__}.{name}={value!r} is not valid; it must be a positive, finite number"
+            )
 
 
 def check_non_negative(settings: Any, names: Sequence[str]) -> None:

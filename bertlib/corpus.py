@@ -4,8 +4,14 @@ kept as three flat arrays and cached on disk under a hash of everything it depen
 Written by hand; notebook 06 presents it.
 """
 
-__all__ = ["CACHE_DIR_ENV", "CORPUS_CACHE_FORMAT", "resolve_cache_dir", "TokenizedCorpus", "encode_corpus",
-           "wikitext_corpus"]
+__all__ = [
+    "CACHE_DIR_ENV",
+    "CORPUS_CACHE_FORMAT",
+    "resolve_cache_dir",
+    "TokenizedCorpus",
+    "encode_corpus",
+    "wikitext_corpus",
+]
 
 import hashlib
 import io
@@ -37,6 +43,7 @@ def resolve_cache_dir(cache_dir: str | os.PathLike | None = None) -> Path:
 @dataclass(frozen=True)
 class TokenizedCorpus:
     "Documents of sentences of token ids, flat: sentence `s` is `ids[sentence_offsets[s]:sentence_offsets[s+1]]`."
+
     ids: np.ndarray  # int32
     sentence_offsets: np.ndarray  # int64, one more than the number of sentences
     document_offsets: np.ndarray  # int64 indices into the sentences, one more than the number of documents
@@ -53,8 +60,8 @@ class TokenizedCorpus:
     def document(self, index: int) -> list[list[int]]:
         "Document `index` as a list of sentences, each a list of token ids."
         first, last = self.document_offsets[index], self.document_offsets[index + 1]
-        bounds = self.sentence_offsets[first:last + 1]
-        flat = self.ids[bounds[0]:bounds[-1]].tolist()
+        bounds = self.sentence_offsets[first : last + 1]
+        flat = self.ids[bounds[0] : bounds[-1]].tolist()
         starts = (bounds - bounds[0]).tolist()
         return [flat[s:e] for s, e in zip(starts, starts[1:], strict=False)]
 
@@ -90,9 +97,14 @@ def _load_cached(path: Path, key: str) -> TokenizedCorpus | None:
         return None
 
 
-def encode_corpus(documents: Sequence[Sequence[str]], tokenizer: Tokenizer, *,
-                  cache_dir: str | os.PathLike | None = None, use_cache: bool = True,
-                  batch_size: int = 16384) -> TokenizedCorpus:
+def encode_corpus(
+    documents: Sequence[Sequence[str]],
+    tokenizer: Tokenizer,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+    batch_size: int = 16384,
+) -> TokenizedCorpus:
     """Encode documents (lists of sentence strings) with `tokenizer`, without special tokens, in batches.
 
     The result is cached in `resolve_cache_dir(cache_dir)/corpus/`, named by a hash of the tokenizer, the
@@ -108,11 +120,11 @@ def encode_corpus(documents: Sequence[Sequence[str]], tokenizer: Tokenizer, *,
     sentences = [s for doc in documents for s in doc]
     encoded: list[list[int]] = []
     for i in range(0, len(sentences), batch_size):
-        encoded += [e.ids for e in tokenizer.encode_batch_fast(sentences[i:i + batch_size], add_special_tokens=False)]
+        encoded += [e.ids for e in tokenizer.encode_batch_fast(sentences[i : i + batch_size], add_special_tokens=False)]
     kept_per_doc, flat, lengths = [], [], []
     position = 0
     for doc in documents:
-        ids = [e for e in encoded[position:position + len(doc)] if e]
+        ids = [e for e in encoded[position : position + len(doc)] if e]
         position += len(doc)
         kept_per_doc.append(len(ids))
         flat += ids
@@ -121,17 +133,30 @@ def encode_corpus(documents: Sequence[Sequence[str]], tokenizer: Tokenizer, *,
         ids=np.fromiter(chain.from_iterable(flat), dtype=np.int32, count=sum(lengths)),
         sentence_offsets=np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)]).astype(np.int64),
         document_offsets=np.concatenate([[0], np.cumsum(kept_per_doc, dtype=np.int64)]).astype(np.int64),
-        key=key)
+        key=key,
+    )
     if use_cache:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_save_npz(path, ids=corpus.ids, sentence_offsets=corpus.sentence_offsets,
-                         document_offsets=corpus.document_offsets, key=np.array(key))
+        _atomic_save_npz(
+            path,
+            ids=corpus.ids,
+            sentence_offsets=corpus.sentence_offsets,
+            document_offsets=corpus.document_offsets,
+            key=np.array(key),
+        )
     return corpus
 
 
-def wikitext_corpus(split: str, tokenizer: Tokenizer, *, config: str = "wikitext-2-v1",
-                    data_dir: str | os.PathLike | None = None, cache_dir: str | os.PathLike | None = None,
-                    use_cache: bool = True) -> TokenizedCorpus:
+def wikitext_corpus(
+    split: str,
+    tokenizer: Tokenizer,
+    *,
+    config: str = "wikitext-2-v1",
+    data_dir: str | os.PathLike | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    use_cache: bool = True,
+) -> TokenizedCorpus:
     "One WikiText-2 split, split into documents and sentences (`bertlib.data`) and encoded with `encode_corpus`."
-    return encode_corpus(wikitext_documents(split, "sentences", config, data_dir), tokenizer,
-                         cache_dir=cache_dir, use_cache=use_cache)
+    return encode_corpus(
+        wikitext_documents(split, "sentences", config, data_dir), tokenizer, cache_dir=cache_dir, use_cache=use_cache
+    )

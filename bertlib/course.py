@@ -20,14 +20,26 @@ def course_configs(quick: bool, gpu: bool | None = None) -> tuple[BertConfig, Pr
     `PretrainConfig`'s defaults (a step count rather than a time budget, so the run is the same on a busy
     machine)."""
     if quick:
-        return BertConfig.from_preset("tiny"), PretrainConfig(max_steps=300, batch_size=32, lr=2e-3, log_every=10,
-                                                              eval_every=100, eval_batches=10, save_every=100,
-                                                              mlm_probability=0.15)
+        return BertConfig.from_preset("tiny"), PretrainConfig(
+            max_steps=300,
+            batch_size=32,
+            lr=2e-3,
+            log_every=10,
+            eval_every=100,
+            eval_batches=10,
+            save_every=100,
+            mlm_probability=0.15,
+        )
     if torch.cuda.is_available() if gpu is None else gpu:
-        return BertConfig.from_preset("mini"), PretrainConfig(epochs=100, batch_size=256, lr=1e-3, log_every=93,
-                                                              eval_every=930, save_every=930, keep_checkpoints=10,
-                                                              mlm_probability=0.15, long_seq_len=512)
-    return BertConfig.from_preset("mini"), PretrainConfig(max_steps=4000, log_every=50, eval_every=500,
-                                                          save_every=500)
-
-
+        return BertConfig.from_preset("mini"), PretrainConfig(
+            epochs=100,
+            batch_size=256,
+            lr=1e-3,
+            log_every=93,
+            eval_every=930,
+            save_every=930,
+            keep_checkpoints=10,
+            mlm_probability=0.15,
+            long_seq_len=512,
+        )
+    return BertConfig.from_preset("mini"), PretrainConfig(max_steps=4000, log_every=50, eval_every=500, save_every=500)

@@ -23,8 +23,10 @@ UNK_MARKER = "<unk>"  # WikiText's own marker for words outside its 33k vocabula
 # %% ../notebooks/00_setup_and_tour.ipynb #c010
 def _offline_help(config: str) -> str:
     files = ", ".join(f"{s}-00000-of-00001.parquet" for s in SPLITS)
-    return (f"put the parquet files ({files}) in <DIR>/wikitext/{config}/ and set {DATA_DIR_ENV}=<DIR> "
-            f"(or pass data_dir=<DIR>)")
+    return (
+        f"put the parquet files ({files}) in <DIR>/wikitext/{config}/ and set {DATA_DIR_ENV}=<DIR> "
+        f"(or pass data_dir=<DIR>)"
+    )
 
 
 def _read_parquet_text(files: Sequence[Path]) -> list[str]:
@@ -36,8 +38,9 @@ def _read_parquet_text(files: Sequence[Path]) -> list[str]:
     return rows
 
 
-def load_wikitext2(split: str = "train", config: str = "wikitext-2-v1",
-                   data_dir: str | os.PathLike | None = None) -> list[str]:
+def load_wikitext2(
+    split: str = "train", config: str = "wikitext-2-v1", data_dir: str | os.PathLike | None = None
+) -> list[str]:
     """Rows of WikiText-2 `split` ('train', 'validation' or 'test') as a list of strings.
 
     Reads `<data_dir>/wikitext/<config>/<split>-*.parquet` when `data_dir` (or `$BERTLIB_DATA_DIR`) is
@@ -51,28 +54,53 @@ def load_wikitext2(split: str = "train", config: str = "wikitext-2-v1",
         if not files:
             raise FileNotFoundError(
                 f"no WikiText-2 {split!r} split in {folder} (looked for {split}-*.parquet). Either "
-                f"{_offline_help(config)}, or unset {DATA_DIR_ENV} to download from the hub.")
+                f"{_offline_help(config)}, or unset {DATA_DIR_ENV} to download from the hub."
+            )
         return _read_parquet_text(files)
     try:
         import datasets
     except ImportError as err:
-        raise ImportError(f"loading from the hub needs the `datasets` package (pip install datasets); "
-                          f"without internet, {_offline_help(config)}") from err
+        raise ImportError(
+            f"loading from the hub needs the `datasets` package (pip install datasets); "
+            f"without internet, {_offline_help(config)}"
+        ) from err
     try:
         ds = datasets.load_dataset(HUB_DATASET, config, split=split)
     except Exception as err:  # datasets raises many types (ConnectionError, OSError, HfHubHTTPError, ...)
         raise ConnectionError(
             f"could not load {HUB_DATASET!r} ({config}, {split}) from the HuggingFace hub: "
             f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}. If this machine is "
-            f"offline, {_offline_help(config)}.") from err
+            f"offline, {_offline_help(config)}."
+        ) from err
     return list(ds["text"])
 
 # %% ../notebooks/00_setup_and_tour.ipynb #c014
 _JOINER = re.compile(r" @([-,.])@ ")
 _HEADING = re.compile(r"^\s*(=(?: =)*) (.+?) \1\s*$")
 _TERMINALS = {".", "?", "!"}
-_ABBREVIATIONS = {"mr.", "mrs.", "ms.", "dr.", "st.", "jr.", "sr.", "vs.", "no.", "lt.", "gen.", "col.",
-                  "sgt.", "capt.", "fig.", "mt.", "ft.", "co.", "inc.", "ltd.", "vol."}
+_ABBREVIATIONS = {
+    "mr.",
+    "mrs.",
+    "ms.",
+    "dr.",
+    "st.",
+    "jr.",
+    "sr.",
+    "vs.",
+    "no.",
+    "lt.",
+    "gen.",
+    "col.",
+    "sgt.",
+    "capt.",
+    "fig.",
+    "mt.",
+    "ft.",
+    "co.",
+    "inc.",
+    "ltd.",
+    "vol.",
+}
 
 
 def restore_joiners(text: str) -> str:
@@ -90,8 +118,12 @@ def _ends_sentence(token: str) -> bool:
     if token in _TERMINALS:
         return True
     # raw text: "sea." ends a sentence, "U.S.", "H." and "Mr." do not
-    return (len(token) > 1 and token[-1] in _TERMINALS and token.lower() not in _ABBREVIATIONS
-            and not re.fullmatch(r"(?:[A-Za-z]\.)+", token))
+    return (
+        len(token) > 1
+        and token[-1] in _TERMINALS
+        and token.lower() not in _ABBREVIATIONS
+        and not re.fullmatch(r"(?:[A-Za-z]\.)+", token)
+    )
 
 
 def split_sentences(paragraph: str) -> list[str]:
@@ -106,8 +138,9 @@ def split_sentences(paragraph: str) -> list[str]:
             current = tokens[start:end]
             # a closing quote or bracket belongs to the sentence that opened it
             while end < len(tokens) and (
-                    (tokens[end] == '"' and current.count('"') % 2 == 1)
-                    or (tokens[end] == ")" and current.count("(") > current.count(")"))):
+                (tokens[end] == '"' and current.count('"') % 2 == 1)
+                or (tokens[end] == ")" and current.count("(") > current.count(")"))
+            ):
                 current.append(tokens[end])
                 end += 1
             if end == len(tokens) or not tokens[end][0].islower():
@@ -143,14 +176,19 @@ def split_documents(rows: Iterable[str], unit: Unit = "sentences") -> list[list[
     return documents
 
 
-def wikitext_documents(split: str = "train", unit: Unit = "sentences", config: str = "wikitext-2-v1",
-                       data_dir: str | os.PathLike | None = None) -> list[list[str]]:
+def wikitext_documents(
+    split: str = "train",
+    unit: Unit = "sentences",
+    config: str = "wikitext-2-v1",
+    data_dir: str | os.PathLike | None = None,
+) -> list[list[str]]:
     "The articles of one WikiText-2 split, each a list of sentences (or paragraphs with `unit`)."
     return split_documents(load_wikitext2(split, config, data_dir), unit)
 
 
-def wikitext_paragraphs(split: str = "train", config: str = "wikitext-2-v1",
-                        data_dir: str | os.PathLike | None = None) -> list[str]:
+def wikitext_paragraphs(
+    split: str = "train", config: str = "wikitext-2-v1", data_dir: str | os.PathLike | None = None
+) -> list[str]:
     "Every paragraph of one WikiText-2 split, article after article: the text a tokenizer is trained on."
     return [p for doc in wikitext_documents(split, "paragraphs", config, data_dir) for p in doc]
 
@@ -160,6 +198,10 @@ def corpus_stats(rows: Iterable[str]) -> dict[str, int]:
     documents = split_documents(rows, unit="paragraphs")
     paragraphs = [p for doc in documents for p in doc]
     words = [w for p in paragraphs for w in p.split()]
-    return {"documents": len(documents), "paragraphs": len(paragraphs),
-            "sentences": sum(len(split_sentences(p)) for p in paragraphs),
-            "words": len(words), "unk_words": sum(w == UNK_MARKER for w in words)}
+    return {
+        "documents": len(documents),
+        "paragraphs": len(paragraphs),
+        "sentences": sum(len(split_sentences(p)) for p in paragraphs),
+        "words": len(words),
+        "unk_words": sum(w == UNK_MARKER for w in words),
+    }

@@ -25,8 +25,9 @@ def resolve_device(name: str | torch.device = "auto") -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as err:
-        raise ValueError(f"device={str(name)!r} is not a device PyTorch knows; use 'auto', 'cpu', 'cuda' or "
-                         f"'cuda:N'") from err
+        raise ValueError(
+            f"device={str(name)!r} is not a device PyTorch knows; use 'auto', 'cpu', 'cuda' or 'cuda:N'"
+        ) from err
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={str(name)!r} was asked for but PyTorch sees no CUDA GPU; use 'cpu' or 'auto'")
     if device.type not in ("cpu", "cuda"):

@@ -5,8 +5,14 @@ replaced, so that every token, not only the masked 15-30%, teaches the encoder. 
 Written by hand; notebook 12 presents it.
 """
 
-__all__ = ["SHARED_EMBEDDINGS", "generator_config", "replace_tokens", "RTDHead", "ElectraForPreTrainingOutput",
-           "ElectraForPreTraining"]
+__all__ = [
+    "SHARED_EMBEDDINGS",
+    "generator_config",
+    "replace_tokens",
+    "RTDHead",
+    "ElectraForPreTrainingOutput",
+    "ElectraForPreTraining",
+]
 
 from dataclasses import dataclass, replace
 from functools import partial
@@ -33,14 +39,19 @@ def generator_config(config: BertConfig, size: float) -> BertConfig:
     heads = max(1, hidden // config.head_size)
     while hidden % heads:
         heads -= 1
-    return replace(config, hidden_size=hidden, num_attention_heads=heads,
-                   intermediate_size=max(1, round(config.intermediate_size * size)),
-                   embedding_size=config.embedding_width)
+    return replace(
+        config,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=max(1, round(config.intermediate_size * size)),
+        embedding_size=config.embedding_width,
+    )
 
 
 @torch.no_grad()
-def replace_tokens(input_ids: torch.Tensor, labels: torch.Tensor, sampled: torch.Tensor,
-                   attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def replace_tokens(
+    input_ids: torch.Tensor, labels: torch.Tensor, sampled: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Put the generator's `sampled` ids [n_selected] at the MLM positions (`labels` != -100, row-major) of
     `input_ids` [batch, seq], and return the new ids and the discriminator's labels: 1 where a token differs
     from the original, 0 where it is the original (also where the sample drew the original token back), -100
@@ -107,25 +118,44 @@ class ElectraForPreTraining(nn.Module):
         for unused in (self.generator.nsp_head, self.generator.bert.pooler):
             unused.requires_grad_(False)  # in no loss: DistributedDataParallel would wait for their gradients
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> ElectraForPreTrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> ElectraForPreTrainingOutput:
         """Without `labels`, the discriminator scores `input_ids` as they are. With MLM `labels` (the original ids
         at the masked positions of `input_ids`, -100 elsewhere), the generator predicts the masked positions,
         tokens sampled from its predictions replace them, and the discriminator scores the result."""
         mlm_loss = rtd_loss = prediction_logits = replaced = None
         if labels is not None:
-            generated = self.generator(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                                       labels=labels)
+            generated = self.generator(
+                input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, labels=labels
+            )
             mlm_loss, prediction_logits = generated.mlm_loss, generated.prediction_logits
             sampled = torch.multinomial(prediction_logits.detach().float().softmax(-1), 1).squeeze(-1)
             input_ids, replaced = replace_tokens(input_ids, labels, sampled, attention_mask)
-        out = self.bert(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                        output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+        out = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
         logits = self.rtd_head(out.last_hidden_state)
         if replaced is not None:
             real = replaced != IGNORE_INDEX
             rtd_loss = F.binary_cross_entropy_with_logits(logits[real].float(), replaced[real].float())
-        return ElectraForPreTrainingOutput(logits=logits, mlm_loss=mlm_loss, rtd_loss=rtd_loss,
-                                           prediction_logits=prediction_logits, replaced=replaced,
-                                           hidden_states=out.hidden_states, attentions=out.attentions)
+        return ElectraForPreTrainingOutput(
+            logits=logits,
+            mlm_loss=mlm_loss,
+            rtd_loss=rtd_loss,
+            prediction_logits=prediction_logits,
+            replaced=replaced,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )

@@ -39,29 +39,57 @@ def rtd_metrics(model: ElectraForPreTraining, loader: DataLoader, max_batches: i
             masked, real = masked + n_masked, real + n_real
             b = to_device(batch, device)
             with autocast(device):
-                out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-                            labels=b["labels"])
+                out = model(
+                    b["input_ids"],
+                    token_type_ids=b["token_type_ids"],
+                    attention_mask=b["attention_mask"],
+                    labels=b["labels"],
+                )
             target, replaced = b["labels"][b["labels"] != IGNORE_INDEX], out.replaced[b["attention_mask"] == 1]
             detected = out.logits[b["attention_mask"] == 1] > 0
-            sums += torch.stack([out.mlm_loss.float() * n_masked, (out.prediction_logits.argmax(-1) == target).sum(),
-                                 out.rtd_loss.float() * n_real, (detected == replaced.bool()).sum(),
-                                 replaced.sum()]).double()
+            sums += torch.stack(
+                [
+                    out.mlm_loss.float() * n_masked,
+                    (out.prediction_logits.argmax(-1) == target).sum(),
+                    out.rtd_loss.float() * n_real,
+                    (detected == replaced.bool()).sum(),
+                    replaced.sum(),
+                ]
+            ).double()
     if not masked:
         raise ValueError("the evaluation data has no masked tokens")
     mlm_sum, mlm_hits, rtd_sum, rtd_hits, n_replaced = sums.tolist()
-    return {"mlm_loss": mlm_sum / masked, "mlm_perplexity": math.exp(mlm_sum / masked),
-            "mlm_accuracy": mlm_hits / masked, "rtd_loss": rtd_sum / real, "rtd_accuracy": rtd_hits / real,
-            "replaced_share": n_replaced / real}
+    return {
+        "mlm_loss": mlm_sum / masked,
+        "mlm_perplexity": math.exp(mlm_sum / masked),
+        "mlm_accuracy": mlm_hits / masked,
+        "rtd_loss": rtd_sum / real,
+        "rtd_accuracy": rtd_hits / real,
+        "replaced_share": n_replaced / real,
+    }
 
 
-def evaluate_electra_run(run_dir: str | os.PathLike, split: str = "validation", *, device: str = "auto",
-                         batch_size: int = 64, data_dir: str | None = None,
-                         max_batches: int | None = None) -> dict[str, float]:
+def evaluate_electra_run(
+    run_dir: str | os.PathLike,
+    split: str = "validation",
+    *,
+    device: str = "auto",
+    batch_size: int = 64,
+    data_dir: str | None = None,
+    max_batches: int | None = None,
+) -> dict[str, float]:
     "The scores (`RTD_METRICS`) of an ELECTRA run's newest checkpoint on a statically masked WikiText-2 split."
     model_config, cfg, tokenizer = load_run(run_dir)
     if getattr(cfg, "objective", None) != "electra":
         raise RunError(f"{run_dir} is not an ELECTRA run; score it with `python -m bertlib evaluate {run_dir}`")
     model = model_from_checkpoint(model_config, latest_checkpoint(run_dir), cfg).to(resolve_device(device))
-    loader = evaluation_loader(split, tokenizer, batch_size=batch_size, max_seq_len=cfg.max_seq_len,
-                               pairing=cfg.pairing, data_config=cfg.data_config, data_dir=data_dir)
+    loader = evaluation_loader(
+        split,
+        tokenizer,
+        batch_size=batch_size,
+        max_seq_len=cfg.max_seq_len,
+        pairing=cfg.pairing,
+        data_config=cfg.data_config,
+        data_dir=data_dir,
+    )
     return rtd_metrics(model, loader, max_batches)

@@ -11,8 +11,9 @@ from .config import BertConfig
 from .devices import free_to_read
 
 
-def check_index_range(name: str, values: torch.Tensor, size: int, meaning: str,
-                      ignore_index: int | None = None) -> None:
+def check_index_range(
+    name: str, values: torch.Tensor, size: int, meaning: str, ignore_index: int | None = None
+) -> None:
     """Raise a ValueError naming `name` unless every entry of `values` is in [0, size).
 
     Entries equal to `ignore_index` (such as the -100 of MLM labels) are allowed too. `meaning` tells the
@@ -36,16 +37,24 @@ def check_input_ids(config: BertConfig, input_ids: torch.Tensor, token_type_ids:
         raise ValueError(f"input_ids must have shape [batch, seq_len]; got shape {tuple(input_ids.shape)}")
     seq_len = input_ids.shape[1]
     if not 1 <= seq_len <= config.max_position_embeddings:
-        raise ValueError(f"input_ids has seq_len={seq_len}, but the model reads 1 to "
-                         f"BertConfig.max_position_embeddings={config.max_position_embeddings} tokens; "
-                         f"truncate the input")
+        raise ValueError(
+            f"input_ids has seq_len={seq_len}, but the model reads 1 to "
+            f"BertConfig.max_position_embeddings={config.max_position_embeddings} tokens; "
+            f"truncate the input"
+        )
     check_index_range("input_ids", input_ids, config.vocab_size, f"BertConfig.vocab_size={config.vocab_size}")
     if token_type_ids is not None:
         if token_type_ids.shape != input_ids.shape:
-            raise ValueError(f"token_type_ids has shape {tuple(token_type_ids.shape)}, but input_ids has "
-                             f"{tuple(input_ids.shape)}; they must match")
-        check_index_range("token_type_ids", token_type_ids, config.type_vocab_size,
-                          f"BertConfig.type_vocab_size={config.type_vocab_size}")
+            raise ValueError(
+                f"token_type_ids has shape {tuple(token_type_ids.shape)}, but input_ids has "
+                f"{tuple(input_ids.shape)}; they must match"
+            )
+        check_index_range(
+            "token_type_ids",
+            token_type_ids,
+            config.type_vocab_size,
+            f"BertConfig.type_vocab_size={config.type_vocab_size}",
+        )
 
 
 class BertEmbeddings(nn.Module):
@@ -58,8 +67,11 @@ class BertEmbeddings(nn.Module):
         self.config = config
         width = config.embedding_width
         self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
-        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, width)
-                                    if config.position_embedding_type == "absolute" else None)
+        self.position_embeddings = (
+            nn.Embedding(config.max_position_embeddings, width)
+            if config.position_embedding_type == "absolute"
+            else None
+        )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
         self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)

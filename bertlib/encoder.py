@@ -15,8 +15,12 @@ from .attention import MultiHeadSelfAttention, gather_positions
 from .config import BertConfig
 
 # BertConfig.hidden_act's names (HF's) -> the modules; "gelu" is the exact (erf) GELU, as in BERT
-ACTIVATION_MODULES = {"gelu": nn.GELU, "gelu_pytorch_tanh": partial(nn.GELU, approximate="tanh"), "relu": nn.ReLU,
-                      "silu": nn.SiLU}
+ACTIVATION_MODULES = {
+    "gelu": nn.GELU,
+    "gelu_pytorch_tanh": partial(nn.GELU, approximate="tanh"),
+    "relu": nn.ReLU,
+    "silu": nn.SiLU,
+}
 
 # Our parameter names inside one encoder layer -> HF transformers' names (each with .weight and .bias).
 HF_LAYER_NAMES = {
@@ -57,8 +61,13 @@ class EncoderLayer(nn.Module):
         self.feed_forward_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                positions: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        positions: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Transform `x` [batch, seq, hidden]; returns the new states and (with `output_attentions`) the
         attention probabilities [batch, heads, seq, seq]. With `positions` [batch, k], only the states at those
         positions are computed ([batch, k, hidden]); they still attend to every position."""
@@ -91,11 +100,18 @@ class BertEncoder(nn.Module):
         super().__init__()
         self.depth = config.num_hidden_layers
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(1 if config.share_layers else self.depth))
-        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-                           if config.norm_style == "pre" else None)
+        self.final_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+        )
 
-    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None) -> EncoderOutput:
+    def forward(
+        self,
+        x: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        output_positions: torch.Tensor | None = None,
+    ) -> EncoderOutput:
         """Run every layer over `x` [batch, seq, hidden]; `attention_mask` [batch, seq] marks padding with 0.
 
         With `output_positions` [batch, k] the last layer computes only those positions, so `last_hidden_state`
@@ -110,8 +126,11 @@ class BertEncoder(nn.Module):
         if self.final_norm is not None:
             x = self.final_norm(x)
         states.append(x)
-        return EncoderOutput(last_hidden_state=x, hidden_states=tuple(states) if output_hidden_states else None,
-                             attentions=tuple(attentions) if output_attentions else None)
+        return EncoderOutput(
+            last_hidden_state=x,
+            hidden_states=tuple(states) if output_hidden_states else None,
+            attentions=tuple(attentions) if output_attentions else None,
+        )
 
 
 @torch.no_grad()

@@ -4,8 +4,16 @@ machine it runs on.
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
 """
 
-__all__ = ["QUICK_ENV", "DATA_DIR_ENV", "RUNS_DIR_ENV", "quick_mode", "resolve_data_dir", "runs_dir", "idle_cpus",
-           "machine"]
+__all__ = [
+    "QUICK_ENV",
+    "DATA_DIR_ENV",
+    "RUNS_DIR_ENV",
+    "quick_mode",
+    "resolve_data_dir",
+    "runs_dir",
+    "idle_cpus",
+    "machine",
+]
 
 import os
 import platform
@@ -37,6 +45,7 @@ def runs_dir() -> Path:
 def idle_cpus(seconds: float = 0.5) -> float | None:
     """How many CPUs sit idle over the next `seconds` (this process sleeping meanwhile), from the kernel's counters
     (Linux's /proc/stat); None where they cannot be read."""
+
     def counters() -> tuple[int, int]:
         with open("/proc/stat", encoding="ascii") as f:  # "cpu user nice system idle iowait irq softirq steal ..."
             ticks = [int(t) for t in f.readline().split()[1:9]]

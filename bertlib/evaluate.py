@@ -27,8 +27,9 @@ from .tokenizer import MASK
 METRICS = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "mlm_top5_accuracy", "nsp_loss", "nsp_accuracy")
 
 
-def validation_metrics(model: BertForPreTraining, loader: DataLoader, max_batches: int | None = None
-                       ) -> dict[str, float]:
+def validation_metrics(
+    model: BertForPreTraining, loader: DataLoader, max_batches: int | None = None
+) -> dict[str, float]:
     "MLM loss, perplexity, top-1/top-5 accuracy and NSP loss/accuracy (`METRICS`) of `model` over `loader`."
     device = next(model.parameters()).device
     sums = torch.zeros(5, dtype=torch.float64, device=device)  # MLM loss, top-1, top-5, NSP loss, NSP hits
@@ -39,31 +40,60 @@ def validation_metrics(model: BertForPreTraining, loader: DataLoader, max_batche
             sequences += len(batch["input_ids"])
             b = to_device(batch, device)
             with autocast(device):
-                out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-                            labels=b["labels"])
+                out = model(
+                    b["input_ids"],
+                    token_type_ids=b["token_type_ids"],
+                    attention_mask=b["attention_mask"],
+                    labels=b["labels"],
+                )
             logits, nsp_logits = out.prediction_logits.float(), out.seq_relationship_logits.float()
             target, nsp_target = b["labels"][b["labels"] != IGNORE_INDEX], b["next_sentence_label"]
             top = logits.topk(min(5, logits.shape[-1]), dim=-1).indices
-            sums += torch.stack([F.cross_entropy(logits, target, reduction="sum"), (top[:, 0] == target).sum(),
-                                 (top == target[:, None]).any(-1).sum(),
-                                 F.cross_entropy(nsp_logits, nsp_target, reduction="sum"),
-                                 (nsp_logits.argmax(-1) == nsp_target).sum()]).double()
+            sums += torch.stack(
+                [
+                    F.cross_entropy(logits, target, reduction="sum"),
+                    (top[:, 0] == target).sum(),
+                    (top == target[:, None]).any(-1).sum(),
+                    F.cross_entropy(nsp_logits, nsp_target, reduction="sum"),
+                    (nsp_logits.argmax(-1) == nsp_target).sum(),
+                ]
+            ).double()
     if not masked:
         raise ValueError("the evaluation data has no masked tokens")
     mlm_sum, top1, top5, nsp_sum, nsp_hits = sums.tolist()
-    return {"mlm_loss": mlm_sum / masked, "mlm_perplexity": math.exp(mlm_sum / masked), "mlm_accuracy": top1 / masked,
-            "mlm_top5_accuracy": top5 / masked, "nsp_loss": nsp_sum / sequences, "nsp_accuracy": nsp_hits / sequences}
+    return {
+        "mlm_loss": mlm_sum / masked,
+        "mlm_perplexity": math.exp(mlm_sum / masked),
+        "mlm_accuracy": top1 / masked,
+        "mlm_top5_accuracy": top5 / masked,
+        "nsp_loss": nsp_sum / sequences,
+        "nsp_accuracy": nsp_hits / sequences,
+    }
 
 
-def evaluate_run(run_dir: str | os.PathLike, split: str = "validation", *, device: str = "auto",
-                 batch_size: int = 64, data_dir: str | None = None, max_batches: int | None = None,
-                 baseline: bool = False) -> dict[str, float]:
+def evaluate_run(
+    run_dir: str | os.PathLike,
+    split: str = "validation",
+    *,
+    device: str = "auto",
+    batch_size: int = 64,
+    data_dir: str | None = None,
+    max_batches: int | None = None,
+    baseline: bool = False,
+) -> dict[str, float]:
     """The scores (`METRICS`) of a run's newest checkpoint on a statically masked WikiText-2 split; with
     `baseline`, also those of the unigram baseline on the same batches (keys `unigram_...`)."""
     model_config, cfg, tokenizer = load_run(run_dir)
     model = model_from_checkpoint(model_config, latest_checkpoint(run_dir)).to(resolve_device(device))
-    loader = evaluation_loader(split, tokenizer, batch_size=batch_size, max_seq_len=cfg.max_seq_len,
-                               pairing=cfg.pairing, data_config=cfg.data_config, data_dir=data_dir)
+    loader = evaluation_loader(
+        split,
+        tokenizer,
+        batch_size=batch_size,
+        max_seq_len=cfg.max_seq_len,
+        pairing=cfg.pairing,
+        data_config=cfg.data_config,
+        data_dir=data_dir,
+    )
     scores = validation_metrics(model, loader, max_batches)
     if baseline:
         train_ids = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir).ids
@@ -87,12 +117,18 @@ def unigram_baseline(train_ids: np.ndarray, loader: DataLoader, vocab_size: int)
         hits5 += torch.isin(target, top5).sum().item()
         masked += len(target)
         nsp_labels.update(batch["next_sentence_label"].tolist())
-    return {"mlm_loss": nll / masked, "mlm_perplexity": math.exp(nll / masked), "mlm_accuracy": top1 / masked,
-            "mlm_top5_accuracy": hits5 / masked, "nsp_accuracy": max(nsp_labels.values()) / nsp_labels.total()}
+    return {
+        "mlm_loss": nll / masked,
+        "mlm_perplexity": math.exp(nll / masked),
+        "mlm_accuracy": top1 / masked,
+        "mlm_top5_accuracy": hits5 / masked,
+        "nsp_accuracy": max(nsp_labels.values()) / nsp_labels.total(),
+    }
 
 # %% ../notebooks/08_evaluation.ipynb #c010
-def token_scores(model: BertForPreTraining, loader: DataLoader, max_batches: int | None = None
-                 ) -> dict[int, tuple[int, int, float]]:
+def token_scores(
+    model: BertForPreTraining, loader: DataLoader, max_batches: int | None = None
+) -> dict[int, tuple[int, int, float]]:
     "For each masked token id: (times masked, times predicted first, mean loss), over `loader`."
     device = next(model.parameters()).device
     targets, hits, losses = [], [], []
@@ -100,8 +136,12 @@ def token_scores(model: BertForPreTraining, loader: DataLoader, max_batches: int
         for batch in islice(loader, max_batches):
             b = to_device(batch, device)
             with autocast(device):
-                logits = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-                               labels=b["labels"]).prediction_logits.float()
+                logits = model(
+                    b["input_ids"],
+                    token_type_ids=b["token_type_ids"],
+                    attention_mask=b["attention_mask"],
+                    labels=b["labels"],
+                ).prediction_logits.float()
             target = b["labels"][b["labels"] != IGNORE_INDEX]
             targets.append(target.cpu())
             hits.append((logits.argmax(-1) == target).cpu())
@@ -113,19 +153,23 @@ def token_scores(model: BertForPreTraining, loader: DataLoader, max_batches: int
     return {t: (int(n[t]), int(correct[t]), float(loss_sum[t] / n[t])) for t in n.nonzero().flatten().tolist()}
 
 # %% ../notebooks/08_evaluation.ipynb #c015
-def fill_mask(model: BertForPreTraining, tokenizer: Tokenizer, text: str, top_k: int = 5,
-              text_b: str | None = None) -> list[list[tuple[str, float]]]:
+def fill_mask(
+    model: BertForPreTraining, tokenizer: Tokenizer, text: str, top_k: int = 5, text_b: str | None = None
+) -> list[list[tuple[str, float]]]:
     """The `top_k` (token, probability) guesses for each `[MASK]` in `text` (and `text_b`, the second
     segment, if given), in order of the masks."""
     mask_id = tokenizer.token_to_id(MASK)
     encoding = tokenizer.encode(text, text_b)
     positions = [i for i, t in enumerate(encoding.ids) if t == mask_id]
     if not positions:
-        raise ValueError(f"no {MASK} in the text; write {MASK} where a word should be guessed, "
-                         f"e.g. 'the cat sat on the {MASK} .'")
+        raise ValueError(
+            f"no {MASK} in the text; write {MASK} where a word should be guessed, e.g. 'the cat sat on the {MASK} .'"
+        )
     if len(encoding.ids) > model.config.max_position_embeddings:
-        raise ValueError(f"the text is {len(encoding.ids)} tokens long; this model reads at most "
-                         f"{model.config.max_position_embeddings}")
+        raise ValueError(
+            f"the text is {len(encoding.ids)} tokens long; this model reads at most "
+            f"{model.config.max_position_embeddings}"
+        )
     if top_k < 1:
         raise ValueError(f"top_k={top_k} must be at least 1")
     device = next(model.parameters()).device
@@ -134,5 +178,7 @@ def fill_mask(model: BertForPreTraining, tokenizer: Tokenizer, text: str, top_k:
     with eval_mode(model):
         logits = model(ids, token_type_ids=types).prediction_logits[0, positions].float()
     probs, best = logits.softmax(-1).topk(min(top_k, logits.shape[-1]), dim=-1)
-    return [[(tokenizer.id_to_token(t), p) for t, p in zip(row_ids, row_probs, strict=True)]
-            for row_ids, row_probs in zip(best.tolist(), probs.tolist(), strict=True)]
+    return [
+        [(tokenizer.id_to_token(t), p) for t, p in zip(row_ids, row_probs, strict=True)]
+        for row_ids, row_probs in zip(best.tolist(), probs.tolist(), strict=True)
+    ]

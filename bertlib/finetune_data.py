@@ -8,9 +8,20 @@ Written by hand; the fine-tuning notebook presents it. Pipeline floor: imports t
 the batching helpers.
 """
 
-__all__ = ["MAX_QUERY_LEN", "DOC_STRIDE", "MAX_ANSWER_LEN", "N_BEST", "TaskFeatures",
-           "truncate_pair", "encode_classification", "encode_tagging", "squad_windows", "encode_task",
-           "word_predictions", "best_spans"]
+__all__ = [
+    "MAX_QUERY_LEN",
+    "DOC_STRIDE",
+    "MAX_ANSWER_LEN",
+    "N_BEST",
+    "TaskFeatures",
+    "truncate_pair",
+    "encode_classification",
+    "encode_tagging",
+    "squad_windows",
+    "encode_task",
+    "word_predictions",
+    "best_spans",
+]
 
 import math
 from collections.abc import Sequence
@@ -61,7 +72,7 @@ def truncate_pair(a: Sequence[int], b: Sequence[int], room: int) -> tuple[list[i
         return list(a), list(b)
     short = min(len(a), len(b))
     keep = short if short <= room - short else room // 2
-    return (list(a[:keep]), list(b[:room - keep])) if len(a) <= len(b) else (list(a[:room - keep]), list(b[:keep]))
+    return (list(a[:keep]), list(b[: room - keep])) if len(a) <= len(b) else (list(a[: room - keep]), list(b[:keep]))
 
 
 def encode_classification(example: ClassificationExample, tokenizer: Tokenizer, max_seq_len: int) -> dict[str, Any]:
@@ -71,26 +82,34 @@ def encode_classification(example: ClassificationExample, tokenizer: Tokenizer, 
     a, b = truncate_pair(a, b, max_seq_len - (2 if example.text_pair is None else 3))
     cls, sep = _ids(tokenizer, CLS), _ids(tokenizer, SEP)
     second = b + [sep] if example.text_pair is not None else []
-    return {"input_ids": [cls, *a, sep, *second], "token_type_ids": [0] * (len(a) + 2) + [1] * len(second),
-            "labels": example.label}
+    return {
+        "input_ids": [cls, *a, sep, *second],
+        "token_type_ids": [0] * (len(a) + 2) + [1] * len(second),
+        "labels": example.label,
+    }
 
 
-def encode_tagging(sentence: TaggedSentence, tokenizer: Tokenizer, max_seq_len: int
-                   ) -> tuple[dict[str, Any], list[int | None]]:
+def encode_tagging(
+    sentence: TaggedSentence, tokenizer: Tokenizer, max_seq_len: int
+) -> tuple[dict[str, Any], list[int | None]]:
     """`[CLS] pieces [SEP]` of a tagged sentence with the tag id on the first piece of each word and -100 on
     the others and on the special tokens; and the word of each piece (None for the special tokens). Pieces
     past `max_seq_len` are cut: their words get no prediction (`word_predictions` tags them O)."""
     encoding = tokenizer.encode(list(sentence.words), is_pretokenized=True, add_special_tokens=False)
-    ids, words = encoding.ids[:max_seq_len - 2], encoding.word_ids[:max_seq_len - 2]
+    ids, words = encoding.ids[: max_seq_len - 2], encoding.word_ids[: max_seq_len - 2]
     tags = sentence.tag_ids
     labels = [tags[w] if w != (words[i - 1] if i else None) else IGNORE_INDEX for i, w in enumerate(words)]
-    item = {"input_ids": [_ids(tokenizer, CLS), *ids, _ids(tokenizer, SEP)], "token_type_ids": [0] * (len(ids) + 2),
-            "labels": [IGNORE_INDEX, *labels, IGNORE_INDEX]}
+    item = {
+        "input_ids": [_ids(tokenizer, CLS), *ids, _ids(tokenizer, SEP)],
+        "token_type_ids": [0] * (len(ids) + 2),
+        "labels": [IGNORE_INDEX, *labels, IGNORE_INDEX],
+    }
     return item, [None, *words, None]
 
 
-def _token_span(offsets: Sequence[tuple[int, int]], first: int, end: int, start_char: int,
-                end_char: int) -> tuple[int, int] | None:
+def _token_span(
+    offsets: Sequence[tuple[int, int]], first: int, end: int, start_char: int, end_char: int
+) -> tuple[int, int] | None:
     "The pieces `first..end-1` of a context that cover the characters `start_char..end_char-1`, or None."
     if not offsets[first:end] or start_char < offsets[first][0] or end_char > offsets[end - 1][1]:
         return None
@@ -99,9 +118,13 @@ def _token_span(offsets: Sequence[tuple[int, int]], first: int, end: int, start_
     return start, last
 
 
-def squad_windows(example: SquadExample, tokenizer: Tokenizer, max_seq_len: int = 384,
-                  doc_stride: int = DOC_STRIDE, max_query_len: int = MAX_QUERY_LEN
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def squad_windows(
+    example: SquadExample,
+    tokenizer: Tokenizer,
+    max_seq_len: int = 384,
+    doc_stride: int = DOC_STRIDE,
+    max_query_len: int = MAX_QUERY_LEN,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`[CLS] question [SEP] window [SEP]` for every window of the context: windows as long as fits, each
     starting `doc_stride` pieces after the last, the final one reaching the context's end. Targets: the
     first gold answer's first and last piece in the window, or 0 (`[CLS]`) when it is not wholly inside.
@@ -110,8 +133,10 @@ def squad_windows(example: SquadExample, tokenizer: Tokenizer, max_seq_len: int 
     context = tokenizer.encode(example.context, add_special_tokens=False)
     room = max_seq_len - len(question) - 3
     if room < 1:
-        raise ValueError(f"max_seq_len={max_seq_len} leaves no room for the context after a question of "
-                         f"{len(question)} pieces; use a longer max_seq_len or a shorter max_query_len")
+        raise ValueError(
+            f"max_seq_len={max_seq_len} leaves no room for the context after a question of "
+            f"{len(question)} pieces; use a longer max_seq_len or a shorter max_query_len"
+        )
     if doc_stride < 1:
         raise ValueError(f"doc_stride={doc_stride} must be at least 1")
     n, start, windows = len(context.ids), 0, []
@@ -125,17 +150,27 @@ def squad_windows(example: SquadExample, tokenizer: Tokenizer, max_seq_len: int 
     items, meta = [], []
     for first, end in windows:
         span = None if answer is None else _token_span(context.offsets, first, end, answer.start, answer.end)
-        items.append({"input_ids": [cls, *question, sep, *context.ids[first:end], sep],
-                      "token_type_ids": [0] * head + [1] * (end - first + 1),
-                      "start_positions": 0 if span is None else span[0] - first + head,
-                      "end_positions": 0 if span is None else span[1] - first + head})
-        meta.append({"example_id": example.id,
-                     "offsets": [None] * head + list(context.offsets[first:end]) + [None]})
+        items.append(
+            {
+                "input_ids": [cls, *question, sep, *context.ids[first:end], sep],
+                "token_type_ids": [0] * head + [1] * (end - first + 1),
+                "start_positions": 0 if span is None else span[0] - first + head,
+                "end_positions": 0 if span is None else span[1] - first + head,
+            }
+        )
+        meta.append({"example_id": example.id, "offsets": [None] * head + list(context.offsets[first:end]) + [None]})
     return items, meta
 
 
-def encode_task(task: str, examples: Sequence[Example], tokenizer: Tokenizer, max_seq_len: int, *,
-                doc_stride: int = DOC_STRIDE, max_query_len: int = MAX_QUERY_LEN) -> TaskFeatures:
+def encode_task(
+    task: str,
+    examples: Sequence[Example],
+    tokenizer: Tokenizer,
+    max_seq_len: int,
+    *,
+    doc_stride: int = DOC_STRIDE,
+    max_query_len: int = MAX_QUERY_LEN,
+) -> TaskFeatures:
     "The features of a task's examples (`bertlib.tasks.load_task`) for its head (`TASKS[task].kind`)."
     kind = TASKS[task].kind
     items, meta = [], []
@@ -153,8 +188,13 @@ def encode_task(task: str, examples: Sequence[Example], tokenizer: Tokenizer, ma
     return TaskFeatures(items, meta)
 
 
-def word_predictions(label_ids: Sequence[int], word_ids: Sequence[int | None], n_words: int,
-                     label_names: Sequence[str], outside: str = "O") -> list[str]:
+def word_predictions(
+    label_ids: Sequence[int],
+    word_ids: Sequence[int | None],
+    n_words: int,
+    label_names: Sequence[str],
+    outside: str = "O",
+) -> list[str]:
     """One tag per word from the predictions at the pieces of one sentence: each word takes its first piece's;
     words cut off by truncation get `outside`."""
     tags = [outside] * n_words
@@ -164,9 +204,14 @@ def word_predictions(label_ids: Sequence[int], word_ids: Sequence[int | None], n
     return tags
 
 
-def best_spans(start_logits: Sequence[torch.Tensor], end_logits: Sequence[torch.Tensor],
-               meta: Sequence[dict[str, Any]], *, n_best: int = N_BEST,
-               max_answer_len: int = MAX_ANSWER_LEN) -> dict[str, tuple[int, int]]:
+def best_spans(
+    start_logits: Sequence[torch.Tensor],
+    end_logits: Sequence[torch.Tensor],
+    meta: Sequence[dict[str, Any]],
+    *,
+    n_best: int = N_BEST,
+    max_answer_len: int = MAX_ANSWER_LEN,
+) -> dict[str, tuple[int, int]]:
     """The answer to each question as the characters `(start, end)` of its context: over all its windows,
     the span of context pieces (start <= end, at most `max_answer_len` pieces) with the highest start + end
     logit, among the `n_best` best starts and ends of each window. `meta` and the logits are per window, in the

@@ -7,8 +7,13 @@ answer span). Each keeps its task's label names, and loads the encoder of a pre-
 Written by hand; the fine-tuning notebooks present it.
 """
 
-__all__ = ["TaskModelOutput", "BertForSequenceClassification", "BertForTokenClassification",
-           "BertForQuestionAnswering", "HEADS"]
+__all__ = [
+    "TaskModelOutput",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertForQuestionAnswering",
+    "HEADS",
+]
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,11 +58,21 @@ class _TaskModel(nn.Module):
     def _init_head(self, head: nn.Module) -> None:
         head.apply(partial(init_bert_weights, std=self.config.initializer_range))
 
-    def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None,
-                token_type_ids: torch.Tensor | None, output_attentions: bool,
-                output_hidden_states: bool) -> BertModelOutput:
-        return self.bert(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                         output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+    def _encode(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        output_attentions: bool,
+        output_hidden_states: bool,
+    ) -> BertModelOutput:
+        return self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+        )
 
     def load_encoder(self, state_dict: Mapping[str, torch.Tensor]) -> list[str]:
         """Copy the `bert.*` weights of a pre-trained model (a `BertForPreTraining`'s state dict, or any other
@@ -67,12 +82,16 @@ class _TaskModel(nn.Module):
         found = {k: v for k, v in state_dict.items() if k in ours and k.startswith("bert.")}
         wrong = [k for k, v in found.items() if v.shape != ours[k].shape]
         if wrong:
-            raise ValueError(f"the pre-trained weights do not fit this model's shape ({wrong[0]}: "
-                             f"{tuple(found[wrong[0]].shape)} vs {tuple(ours[wrong[0]].shape)}); use its BertConfig")
+            raise ValueError(
+                f"the pre-trained weights do not fit this model's shape ({wrong[0]}: "
+                f"{tuple(found[wrong[0]].shape)} vs {tuple(ours[wrong[0]].shape)}); use its BertConfig"
+            )
         missing = [k for k in ours if k.startswith("bert.") and k not in found and not k.startswith("bert.pooler.")]
         if missing:
-            raise ValueError(f"the pre-trained weights lack {len(missing)} encoder tensors, e.g. {missing[0]}; they "
-                             f"are not a bertlib BERT's")
+            raise ValueError(
+                f"the pre-trained weights lack {len(missing)} encoder tensors, e.g. {missing[0]}; they "
+                f"are not a bertlib BERT's"
+            )
         self.load_state_dict(found, strict=False)
         return sorted(k for k in ours if k not in found)
 
@@ -88,9 +107,16 @@ class BertForSequenceClassification(_TaskModel):
         self.classifier = nn.Linear(config.hidden_size, len(self.label_names))
         self._init_head(self.classifier)
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> TaskModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> TaskModelOutput:
         "Logits [batch, labels]; with `labels` [batch], the mean cross-entropy."
         out = self._encode(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         if self.pooling == "cls":
@@ -115,9 +141,16 @@ class BertForTokenClassification(_TaskModel):
         self.classifier = nn.Linear(config.hidden_size, len(self.label_names))
         self._init_head(self.classifier)
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                output_attentions: bool = False, output_hidden_states: bool = False) -> TaskModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> TaskModelOutput:
         "Logits [batch, seq, labels]; with `labels` [batch, seq], the mean cross-entropy over the labelled tokens."
         out = self._encode(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         logits = self.classifier(self.dropout(out.last_hidden_state))
@@ -140,10 +173,17 @@ class BertForQuestionAnswering(_TaskModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self._init_head(self.qa_outputs)
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
-                end_positions: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> TaskModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> TaskModelOutput:
         """Start and end logits [batch, seq]. With `start_positions` and `end_positions` [batch], the mean of the
         two cross-entropies; positions outside the sequence are ignored (HF's convention for answers cut off by
         truncation)."""
@@ -154,11 +194,22 @@ class BertForQuestionAnswering(_TaskModel):
             outside = start_logits.shape[1]
             start = start_positions.view(-1).clamp(0, outside)
             end = end_positions.view(-1).clamp(0, outside)
-            loss = (F.cross_entropy(start_logits, start, ignore_index=outside)
-                    + F.cross_entropy(end_logits, end, ignore_index=outside)) / 2
-        return TaskModelOutput(loss, start_logits=start_logits, end_logits=end_logits,
-                               hidden_states=out.hidden_states, attentions=out.attentions)
+            loss = (
+                F.cross_entropy(start_logits, start, ignore_index=outside)
+                + F.cross_entropy(end_logits, end, ignore_index=outside)
+            ) / 2
+        return TaskModelOutput(
+            loss,
+            start_logits=start_logits,
+            end_logits=end_logits,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )
 
 
-HEADS = {"sequence": BertForSequenceClassification, "pair": BertForSequenceClassification,
-         "token": BertForTokenClassification, "span": BertForQuestionAnswering}  # by a task's `kind` (bertlib.tasks)
+HEADS = {
+    "sequence": BertForSequenceClassification,
+    "pair": BertForSequenceClassification,
+    "token": BertForTokenClassification,
+    "span": BertForQuestionAnswering,
+}  # by a task's `kind` (bertlib.tasks)

@@ -36,21 +36,31 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
     one without a decoder gets the WordPiece decoder, so pipelines see the inputs the model was trained on."""
     missing = [token for token in HF_SPECIAL_TOKENS.values() if tokenizer.token_to_id(token) is None]
     if missing:
-        raise ValueError(f"the tokenizer lacks the special token(s) {', '.join(missing)}; a BERT tokenizer needs "
-                         f"{', '.join(HF_SPECIAL_TOKENS.values())}")
+        raise ValueError(
+            f"the tokenizer lacks the special token(s) {', '.join(missing)}; a BERT tokenizer needs "
+            f"{', '.join(HF_SPECIAL_TOKENS.values())}"
+        )
     copy = tokenizers.Tokenizer.from_str(tokenizer.to_str())
     if copy.post_processor is None:
         add_bert_post_processor(copy)
     if copy.decoder is None:
         copy.decoder = decoders.WordPiece(prefix=CONTINUATION)
     # segment ids are a model input: without them a sentence-pair pipeline would feed segment 0 everywhere
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=copy, model_max_length=model_max_length,
-                                                model_input_names=["input_ids", "token_type_ids", "attention_mask"],
-                                                **HF_SPECIAL_TOKENS)
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=copy,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+        **HF_SPECIAL_TOKENS,
+    )
 
 
-def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, path: str | os.PathLike, *,
-                       model_max_length: int | None = None) -> Path:
+def save_pretrained_hf(
+    model: BertLibModel,
+    tokenizer: tokenizers.Tokenizer,
+    path: str | os.PathLike,
+    *,
+    model_max_length: int | None = None,
+) -> Path:
     """Write `model` and `tokenizer` to the directory `path` in HF `transformers`' format and return it.
 
     The tokenizer's `model_max_length` (where a pipeline's `truncation=True` cuts) is the longest sequence the model
@@ -69,8 +79,10 @@ def save_pretrained_hf(model: BertLibModel, tokenizer: tokenizers.Tokenizer, pat
     if pad is not None and pad != model.config.pad_token_id:
         raise ValueError(f"the tokenizer's [PAD] id is {pad} but BertConfig.pad_token_id={model.config.pad_token_id}")
     if tokenizer.get_vocab_size() > model.config.vocab_size:
-        raise ValueError(f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the model only "
-                         f"BertConfig.vocab_size={model.config.vocab_size}")
+        raise ValueError(
+            f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the model only "
+            f"BertConfig.vocab_size={model.config.vocab_size}"
+        )
     hf_tokenizer = to_hf_tokenizer(tokenizer, model_max_length or model.config.max_position_embeddings)
     hf_model = to_transformers(model)
     path = Path(path)
@@ -102,8 +114,9 @@ def _quiet_transformers() -> Iterator[None]:
             transformers.logging.enable_progress_bar()
 
 
-def load_hf_encoder(name_or_path: str | os.PathLike
-                    ) -> tuple[BertConfig, dict[str, torch.Tensor], tokenizers.Tokenizer]:
+def load_hf_encoder(
+    name_or_path: str | os.PathLike,
+) -> tuple[BertConfig, dict[str, torch.Tensor], tokenizers.Tokenizer]:
     """The encoder of an HF BERT checkpoint (a hub id such as `google/bert_uncased_L-4_H-256_A-4`, or a local
     folder laid out as on the hub): its `BertConfig`, its weights under bertlib's names (`bert.*`, for a head's
     `load_encoder`) and its tokenizer. Its special tokens keep their own ids (Google's vocabulary puts `[CLS]`
@@ -118,6 +131,9 @@ def load_hf_encoder(name_or_path: str | os.PathLike
     hf_state = hf_model.state_dict()
     with torch.device("meta"):
         names = [key for key in BertForPreTraining(config).state_dict() if key.startswith("bert.")]
-    state = {key: hf_state[hf_name(key).removeprefix("bert.")].clone() for key in names
-             if hf_name(key).removeprefix("bert.") in hf_state}
+    state = {
+        key: hf_state[hf_name(key).removeprefix("bert.")].clone()
+        for key in names
+        if hf_name(key).removeprefix("bert.") in hf_state
+    }
     return config, state, tokenizers.Tokenizer.from_str(hf_tokenizer.backend_tokenizer.to_str())

@@ -20,58 +20,103 @@ from .heads import BertForQuestionAnswering, BertForSequenceClassification, Bert
 from .hf_remote import configuration_bertlib, modeling_bertlib
 from .model import BertForPreTraining
 
-__all__ = ["HF_CLASSES", "ROFORMER_CLASSES", "ALBERT_CLASSES", "OWN_CLASSES", "OWN_AUTO_MAP",
-           "hf_name", "hf_names", "albert_name", "electra_name", "hf_class",
-           "to_hf_config", "from_hf_config", "to_transformers", "from_transformers"]
+__all__ = [
+    "HF_CLASSES",
+    "ROFORMER_CLASSES",
+    "ALBERT_CLASSES",
+    "OWN_CLASSES",
+    "OWN_AUTO_MAP",
+    "hf_name",
+    "hf_names",
+    "albert_name",
+    "electra_name",
+    "hf_class",
+    "to_hf_config",
+    "from_hf_config",
+    "to_transformers",
+    "from_transformers",
+]
 
-BertLibModel = (BertForPreTraining | BertForSequenceClassification | BertForTokenClassification
-                | BertForQuestionAnswering | ElectraForPreTraining)
+BertLibModel = (
+    BertForPreTraining
+    | BertForSequenceClassification
+    | BertForTokenClassification
+    | BertForQuestionAnswering
+    | ElectraForPreTraining
+)
 # our model classes -> HF's, which hold the same weights under the names `hf_name` gives
-HF_CLASSES = {BertForPreTraining: transformers.BertForPreTraining,
-              BertForSequenceClassification: transformers.BertForSequenceClassification,
-              BertForTokenClassification: transformers.BertForTokenClassification,
-              BertForQuestionAnswering: transformers.BertForQuestionAnswering}
+HF_CLASSES = {
+    BertForPreTraining: transformers.BertForPreTraining,
+    BertForSequenceClassification: transformers.BertForSequenceClassification,
+    BertForTokenClassification: transformers.BertForTokenClassification,
+    BertForQuestionAnswering: transformers.BertForQuestionAnswering,
+}
 # ... and with rotary positions: HF RoFormer is BERT with rotary attention and no position table, under
 # `roformer.*`. It has no NSP head (a pre-training model exports as a masked LM) and its sequence classifier
 # is not BERT's pooler, so a RoPE sequence classifier does not export.
-ROFORMER_CLASSES = {BertForPreTraining: transformers.RoFormerForMaskedLM,
-                    BertForTokenClassification: transformers.RoFormerForTokenClassification,
-                    BertForQuestionAnswering: transformers.RoFormerForQuestionAnswering}
+ROFORMER_CLASSES = {
+    BertForPreTraining: transformers.RoFormerForMaskedLM,
+    BertForTokenClassification: transformers.RoFormerForTokenClassification,
+    BertForQuestionAnswering: transformers.RoFormerForQuestionAnswering,
+}
 _ROFORMER_SINUSOIDS = "roformer.encoder.embed_positions.weight"  # RoFormer's fixed angle table, made at init
 # ... and with ALBERT's factorised embeddings or shared layers: HF ALBERT (its SOP head is our NSP head)
-ALBERT_CLASSES = {BertForPreTraining: transformers.AlbertForPreTraining,
-                  BertForSequenceClassification: transformers.AlbertForSequenceClassification,
-                  BertForTokenClassification: transformers.AlbertForTokenClassification,
-                  BertForQuestionAnswering: transformers.AlbertForQuestionAnswering}
-_ALBERT_LAYER_NAMES = {"attention.query": "attention.query", "attention.key": "attention.key",
-                       "attention.value": "attention.value", "attention.output": "attention.dense",
-                       "attention_norm": "attention.LayerNorm", "feed_forward.intermediate": "ffn",
-                       "feed_forward.output": "ffn_output", "feed_forward_norm": "full_layer_layer_norm"}
-_ALBERT_MODULE_NAMES = {"bert.embeddings.layer_norm": "albert.embeddings.LayerNorm",
-                        "bert.embeddings.projection": "albert.encoder.embedding_hidden_mapping_in",
-                        "bert.pooler.dense": "albert.pooler", "mlm_head.dense": "predictions.dense",
-                        "mlm_head.layer_norm": "predictions.LayerNorm", "mlm_head": "predictions",
-                        "nsp_head": "sop_classifier.classifier"}
-_ALBERT_TIED = {"predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-                "predictions.decoder.bias": "mlm_head.bias"}
+ALBERT_CLASSES = {
+    BertForPreTraining: transformers.AlbertForPreTraining,
+    BertForSequenceClassification: transformers.AlbertForSequenceClassification,
+    BertForTokenClassification: transformers.AlbertForTokenClassification,
+    BertForQuestionAnswering: transformers.AlbertForQuestionAnswering,
+}
+_ALBERT_LAYER_NAMES = {
+    "attention.query": "attention.query",
+    "attention.key": "attention.key",
+    "attention.value": "attention.value",
+    "attention.output": "attention.dense",
+    "attention_norm": "attention.LayerNorm",
+    "feed_forward.intermediate": "ffn",
+    "feed_forward.output": "ffn_output",
+    "feed_forward_norm": "full_layer_layer_norm",
+}
+_ALBERT_MODULE_NAMES = {
+    "bert.embeddings.layer_norm": "albert.embeddings.LayerNorm",
+    "bert.embeddings.projection": "albert.encoder.embedding_hidden_mapping_in",
+    "bert.pooler.dense": "albert.pooler",
+    "mlm_head.dense": "predictions.dense",
+    "mlm_head.layer_norm": "predictions.LayerNorm",
+    "mlm_head": "predictions",
+    "nsp_head": "sop_classifier.classifier",
+}
+_ALBERT_TIED = {
+    "predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "predictions.decoder.bias": "mlm_head.bias",
+}
 # ... and ELECTRA's discriminator: HF ELECTRA's layers are BERT's, under `electra.`; the generator stays behind
-_ELECTRA_MODULE_NAMES = {"bert.embeddings.layer_norm": "electra.embeddings.LayerNorm",
-                         "bert.embeddings.projection": "electra.embeddings_project",
-                         "rtd_head.dense": "discriminator_predictions.dense",
-                         "rtd_head.prediction": "discriminator_predictions.dense_prediction"}
+_ELECTRA_MODULE_NAMES = {
+    "bert.embeddings.layer_norm": "electra.embeddings.LayerNorm",
+    "bert.embeddings.projection": "electra.embeddings_project",
+    "rtd_head.dense": "discriminator_predictions.dense",
+    "rtd_head.prediction": "discriminator_predictions.dense_prediction",
+}
 # ... and for every model that none of these holds, bertlib's own classes (`bertlib/hf_remote`), under our names. An
 # export copies their two files beside the weights, and its config's `auto_map` points `transformers`' Auto classes
 # at them, so `AutoModelForMaskedLM.from_pretrained(folder, trust_remote_code=True)` builds them without bertlib.
-OWN_CLASSES = {BertForPreTraining: modeling_bertlib.BertlibForMaskedLM,
-               BertForSequenceClassification: modeling_bertlib.BertlibForSequenceClassification,
-               BertForTokenClassification: modeling_bertlib.BertlibForTokenClassification,
-               BertForQuestionAnswering: modeling_bertlib.BertlibForQuestionAnswering}
-OWN_AUTO_MAP = {auto: f"{cls.__module__.rpartition('.')[2]}.{cls.__name__}" for auto, cls in (
-    ("AutoConfig", configuration_bertlib.BertlibConfig), ("AutoModel", modeling_bertlib.BertlibModel),
-    ("AutoModelForMaskedLM", modeling_bertlib.BertlibForMaskedLM),
-    ("AutoModelForSequenceClassification", modeling_bertlib.BertlibForSequenceClassification),
-    ("AutoModelForTokenClassification", modeling_bertlib.BertlibForTokenClassification),
-    ("AutoModelForQuestionAnswering", modeling_bertlib.BertlibForQuestionAnswering))}
+OWN_CLASSES = {
+    BertForPreTraining: modeling_bertlib.BertlibForMaskedLM,
+    BertForSequenceClassification: modeling_bertlib.BertlibForSequenceClassification,
+    BertForTokenClassification: modeling_bertlib.BertlibForTokenClassification,
+    BertForQuestionAnswering: modeling_bertlib.BertlibForQuestionAnswering,
+}
+OWN_AUTO_MAP = {
+    auto: f"{cls.__module__.rpartition('.')[2]}.{cls.__name__}"
+    for auto, cls in (
+        ("AutoConfig", configuration_bertlib.BertlibConfig),
+        ("AutoModel", modeling_bertlib.BertlibModel),
+        ("AutoModelForMaskedLM", modeling_bertlib.BertlibForMaskedLM),
+        ("AutoModelForSequenceClassification", modeling_bertlib.BertlibForSequenceClassification),
+        ("AutoModelForTokenClassification", modeling_bertlib.BertlibForTokenClassification),
+        ("AutoModelForQuestionAnswering", modeling_bertlib.BertlibForQuestionAnswering),
+    )
+}
 _NO_NSP = ("bert.pooler.", "nsp_head.")  # what a masked-LM class leaves out of a pre-training model
 
 
@@ -81,13 +126,19 @@ def _albert(config: BertConfig) -> bool:
 
 def albert_name(key: str) -> str:
     "HF ALBERT's name for our parameter `key` (each of our layers is a group of one layer in ALBERT)."
-    return _rename(key, "albert.encoder.albert_layer_groups.{}.albert_layers.0", _ALBERT_LAYER_NAMES,
-                   _ALBERT_MODULE_NAMES, "albert.")
+    return _rename(
+        key,
+        "albert.encoder.albert_layer_groups.{}.albert_layers.0",
+        _ALBERT_LAYER_NAMES,
+        _ALBERT_MODULE_NAMES,
+        "albert.",
+    )
 
 
 def electra_name(key: str) -> str:
     "HF `ElectraForPreTraining`'s name for our discriminator's parameter `key` (`bert.*` or `rtd_head.*`)."
     return _rename(key, "electra.encoder.layer.{}", HF_LAYER_NAMES, _ELECTRA_MODULE_NAMES, "electra.")
+
 
 _OURS_ONLY = ("norm_style", "rope_theta", "embedding_size", "share_layers")  # fields HF's BertConfig lacks
 # Our module names outside the encoder layers -> HF's (the parameter's .weight/.bias suffix is kept).
@@ -100,12 +151,15 @@ _HF_MODULE_NAMES = {
 }
 _LAYER_PREFIX = "bert.encoder.layers."
 # HF's decoder is tied to these parameters; its state dict lists it under both names.
-_HF_TIED = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
-            "cls.predictions.decoder.bias": "mlm_head.bias"}
+_HF_TIED = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "mlm_head.bias",
+}
 
 
-def _rename(key: str, layer: str, layer_names: dict[str, str], module_names: dict[str, str],
-            prefix: str = "bert.") -> str:
+def _rename(
+    key: str, layer: str, layer_names: dict[str, str], module_names: dict[str, str], prefix: str = "bert."
+) -> str:
     """Another family's name for our parameter `key`: layer `i`'s parameters under `layer.format(i)` with
     `layer_names`, other modules through `module_names`, the rest with our `bert.` turned into `prefix`."""
     module, _, kind = key.rpartition(".")
@@ -131,54 +185,81 @@ def _labels(label_names: Sequence[str] | None) -> dict[str, dict]:
     return {"id2label": dict(enumerate(label_names)), "label2id": {name: i for i, name in enumerate(label_names)}}
 
 
-def to_hf_config(config: BertConfig, architecture: str = "BertForPreTraining",
-                 label_names: Sequence[str] | None = None) -> transformers.PretrainedConfig:
+def to_hf_config(
+    config: BertConfig, architecture: str = "BertForPreTraining", label_names: Sequence[str] | None = None
+) -> transformers.PretrainedConfig:
     """The `transformers` config of the same model (for the HF class `architecture`, and a head's label names
     as `id2label`): a `BertConfig`, for rotary positions a `RoFormerConfig`, for ALBERT's factorised
     embeddings or shared layers an `AlbertConfig`, for ELECTRA's discriminator an `ElectraConfig`, and for one of
     bertlib's own classes (`OWN_CLASSES`) a `BertlibConfig` whose `auto_map` points at them; raises ValueError for
     options the HF class lacks."""
     if architecture in {cls.__name__ for cls in OWN_CLASSES.values()}:
-        return configuration_bertlib.BertlibConfig(**config.to_dict(), **_labels(label_names),
-                                                   architectures=[architecture], auto_map=OWN_AUTO_MAP)
+        return configuration_bertlib.BertlibConfig(
+            **config.to_dict(), **_labels(label_names), architectures=[architecture], auto_map=OWN_AUTO_MAP
+        )
     fields = {k: v for k, v in config.to_dict().items() if k not in _OURS_ONLY}
     if architecture == "ElectraForPreTraining":
         if config.norm_style != "post" or config.share_layers or config.position_embedding_type != "absolute":
-            raise ValueError(f"an ELECTRA model with norm_style={config.norm_style!r}, shared layers or rotary "
-                             f"positions cannot be exported: HF ELECTRA is Post-LN, with one layer per depth and a "
-                             f"learned position table, and bertlib's own classes have no ELECTRA head")
+            raise ValueError(
+                f"an ELECTRA model with norm_style={config.norm_style!r}, shared layers or rotary "
+                f"positions cannot be exported: HF ELECTRA is Post-LN, with one layer per depth and a "
+                f"learned position table, and bertlib's own classes have no ELECTRA head"
+            )
         del fields["position_embedding_type"]
         return transformers.ElectraConfig(**fields, embedding_size=config.embedding_width, architectures=[architecture])
     if config.norm_style != "post":
-        raise ValueError(f"BertConfig.norm_style={config.norm_style!r} cannot be exported as {architecture}: HF "
-                         f"transformers' BERT family supports only norm_style='post' (LayerNorm after each residual "
-                         f"sum); to_transformers exports it as bertlib's own class instead")
+        raise ValueError(
+            f"BertConfig.norm_style={config.norm_style!r} cannot be exported as {architecture}: HF "
+            f"transformers' BERT family supports only norm_style='post' (LayerNorm after each residual "
+            f"sum); to_transformers exports it as bertlib's own class instead"
+        )
     if _albert(config):
         if config.position_embedding_type != "absolute":
-            raise ValueError("an ALBERT-style model with rotary positions cannot be exported as HF ALBERT, which has a "
-                             "learned position table; to_transformers exports it as bertlib's own class instead")
+            raise ValueError(
+                "an ALBERT-style model with rotary positions cannot be exported as HF ALBERT, which has a "
+                "learned position table; to_transformers exports it as bertlib's own class instead"
+            )
         del fields["position_embedding_type"]
-        return transformers.AlbertConfig(**{**fields, "embedding_size": config.embedding_width},
-                                         num_hidden_groups=1 if config.share_layers else config.num_hidden_layers,
-                                         inner_group_num=1, classifier_dropout_prob=config.hidden_dropout_prob,
-                                         **_labels(label_names), architectures=[architecture])
+        return transformers.AlbertConfig(
+            **{**fields, "embedding_size": config.embedding_width},
+            num_hidden_groups=1 if config.share_layers else config.num_hidden_layers,
+            inner_group_num=1,
+            classifier_dropout_prob=config.hidden_dropout_prob,
+            **_labels(label_names),
+            architectures=[architecture],
+        )
     if config.position_embedding_type == "absolute":
         return transformers.BertConfig(**fields, **_labels(label_names), architectures=[architecture])
     if config.rope_theta != 10000.0:
-        raise ValueError(f"BertConfig.rope_theta={config.rope_theta:g} cannot be exported as HF RoFormer, whose rotary "
-                         f"angles use the base 10000; to_transformers exports it as bertlib's own class instead")
+        raise ValueError(
+            f"BertConfig.rope_theta={config.rope_theta:g} cannot be exported as HF RoFormer, whose rotary "
+            f"angles use the base 10000; to_transformers exports it as bertlib's own class instead"
+        )
     del fields["position_embedding_type"]
-    return transformers.RoFormerConfig(**fields, embedding_size=config.hidden_size, rotary_value=False,
-                                       **_labels(label_names), architectures=[architecture])
+    return transformers.RoFormerConfig(
+        **fields,
+        embedding_size=config.hidden_size,
+        rotary_value=False,
+        **_labels(label_names),
+        architectures=[architecture],
+    )
 
 
 # What an HF BERT config means by the fields it leaves out: configs written before a field existed (Google's
 # small BERTs have eleven keys) and transformers releases that dropped one (5.0 has no `position_embedding_type`)
 # both mean BERT as published.
 _BERT_MEANING: dict[str, Any] = {
-    "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-    "max_position_embeddings": 512, "type_vocab_size": 2, "initializer_range": 0.02, "layer_norm_eps": 1e-12,
-    "pad_token_id": 0, "position_embedding_type": "absolute", "is_decoder": False, "add_cross_attention": False,
+    "hidden_act": "gelu",
+    "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "initializer_range": 0.02,
+    "layer_norm_eps": 1e-12,
+    "pad_token_id": 0,
+    "position_embedding_type": "absolute",
+    "is_decoder": False,
+    "add_cross_attention": False,
     "tie_word_embeddings": True,
 }
 # options of HF's BERT that bertlib's model has no switch for: only BERT's own meaning converts
@@ -199,11 +280,13 @@ def from_hf_config(hf_config: transformers.PretrainedConfig) -> BertConfig:
 
     for name in _FIXED:
         if read(name) != _BERT_MEANING[name]:
-            raise ValueError(f"{name}={read(name)!r} is not supported by bertlib; only {name}="
-                             f"{_BERT_MEANING[name]!r} converts")
+            raise ValueError(
+                f"{name}={read(name)!r} is not supported by bertlib; only {name}={_BERT_MEANING[name]!r} converts"
+            )
     if read("hidden_act") not in ACTIVATIONS:
-        raise ValueError(f"hidden_act={read('hidden_act')!r} is not supported by bertlib; supported: "
-                         f"{', '.join(ACTIVATIONS)}")
+        raise ValueError(
+            f"hidden_act={read('hidden_act')!r} is not supported by bertlib; supported: {', '.join(ACTIVATIONS)}"
+        )
     names = [f.name for f in dataclasses.fields(BertConfig) if f.name not in _OURS_ONLY]
     missing = [name for name in names if read(name) is None]
     if missing:
@@ -250,11 +333,13 @@ def to_transformers(model: BertLibModel) -> transformers.PreTrainedModel:
     ours, cls = _our_class(model), hf_class(model)
     if ours is ElectraForPreTraining:
         hf_model = cls(to_hf_config(model.config, cls.__name__))
-        return _match(_load_hf(hf_model, {electra_name(key): value for key, value in model.state_dict().items()
-                                          if not key.startswith("generator.")}), model)
+        discriminator = {key: value for key, value in model.state_dict().items() if not key.startswith("generator.")}
+        return _match(_load_hf(hf_model, {electra_name(key): value for key, value in discriminator.items()}), model)
     if getattr(model, "pooling", "cls") != "cls":
-        raise ValueError(f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification (and "
-                         f"bertlib's own class) reads the pooled [CLS] vector only (pooling='cls')")
+        raise ValueError(
+            f"pooling={model.pooling!r} cannot be exported: HF's BertForSequenceClassification (and "
+            f"bertlib's own class) reads the pooled [CLS] vector only (pooling='cls')"
+        )
     labels = None if ours in (BertForPreTraining, BertForQuestionAnswering) else model.label_names
     hf_model = cls(to_hf_config(model.config, cls.__name__, labels))
     masked_lm = cls in (transformers.RoFormerForMaskedLM, modeling_bertlib.BertlibForMaskedLM)
@@ -276,8 +361,9 @@ def _load_hf(hf_model: transformers.PreTrainedModel, hf_state: dict[str, torch.T
     "`hf_model` with `hf_state` loaded, which must cover its weights exactly (RoFormer's fixed angles aside)."
     missing, unexpected = hf_model.load_state_dict(hf_state, strict=False)
     if unexpected or set(missing) - {_ROFORMER_SINUSOIDS}:
-        raise RuntimeError(f"the weights do not map onto {type(hf_model).__name__}: missing {missing}, unexpected "
-                           f"{unexpected}")
+        raise RuntimeError(
+            f"the weights do not map onto {type(hf_model).__name__}: missing {missing}, unexpected {unexpected}"
+        )
     return hf_model
 
 
@@ -286,19 +372,25 @@ def from_transformers(hf_model: transformers.PreTrainedModel) -> BertLibModel:
     ours = {hf: mine for mine, hf in HF_CLASSES.items()}
     if type(hf_model) not in ours:
         heads = ", ".join(c.__name__ for c in ours if c is not transformers.BertForPreTraining)
-        raise TypeError(f"expected a transformers.BertForPreTraining, got {type(hf_model).__name__} (or, fine-tuned, "
-                        f"one of {heads}); load the checkpoint with that class's from_pretrained")
+        raise TypeError(
+            f"expected a transformers.BertForPreTraining, got {type(hf_model).__name__} (or, fine-tuned, "
+            f"one of {heads}); load the checkpoint with that class's from_pretrained"
+        )
     hf_state = hf_model.state_dict()
     if isinstance(hf_model, transformers.BertForPreTraining):
         for hf_key, key in _HF_TIED.items():
             if not torch.equal(hf_state[hf_key], hf_state[hf_name(key)]):
-                raise ValueError(f"{hf_key} differs from {hf_name(key)}: bertlib's MLM decoder is always tied to "
-                                 f"the word embeddings, so an untied model cannot be converted")
+                raise ValueError(
+                    f"{hf_key} differs from {hf_name(key)}: bertlib's MLM decoder is always tied to "
+                    f"the word embeddings, so an untied model cannot be converted"
+                )
     config = from_hf_config(hf_model.config)
     labels = [hf_model.config.id2label[i] for i in range(hf_model.config.num_labels)]
     if isinstance(hf_model, transformers.BertForQuestionAnswering) and len(labels) != 2:
-        raise ValueError(f"a BertForQuestionAnswering with num_labels={len(labels)} cannot be converted: a span reader "
-                         f"scores 2 things per token (start, end)")
+        raise ValueError(
+            f"a BertForQuestionAnswering with num_labels={len(labels)} cannot be converted: a span reader "
+            f"scores 2 things per token (start, end)"
+        )
     with torch.device("meta"):  # skip the random initialisation that the copies overwrite
         cls = ours[type(hf_model)]
         model = cls(config) if cls in (BertForPreTraining, BertForQuestionAnswering) else cls(config, labels)

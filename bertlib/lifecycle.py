@@ -60,9 +60,13 @@ class RunSession:
         if self.resume:
             saved = load_run(self.run_dir)[1]
             if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs) and self.on_log is not None:
-                self.on_log({"event": f"the run's length changes from {_length(saved)} to {_length(cfg)}: the "
-                                      f"learning-rate schedule is recomputed for the new length, so from here on the "
-                                      f"run differs from one made that long from the start"})
+                self.on_log(
+                    {
+                        "event": f"the run's length changes from {_length(saved)} to {_length(cfg)}: the "
+                        f"learning-rate schedule is recomputed for the new length, so from here on the "
+                        f"run differs from one made that long from the start"
+                    }
+                )
             write_run_config(self.run_dir, model_config, cfg)
         else:
             create_run(self.run_dir, model_config, cfg, tokenizer)
@@ -88,19 +92,28 @@ def _lock(run_dir: Path, on_log: Callable[[dict], None] | None) -> int:
             except BlockingIOError:
                 holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
                 os.close(fd)
-                raise RunError(f"{run_dir} is being written by another process (pid {holder}); wait for it to end, "
-                               f"or stop it, before training into this folder") from None
+                raise RunError(
+                    f"{run_dir} is being written by another process (pid {holder}); wait for it to end, "
+                    f"or stop it, before training into this folder"
+                ) from None
             if path.exists() and os.stat(path).st_ino == os.fstat(fd).st_ino:
                 break
             os.close(fd)  # its holder deleted it as we opened it: open the one that is there now
     except OSError as err:
-        reason = f"{err.filename} is not a folder" if isinstance(err, FileExistsError | NotADirectoryError) else \
-            f"{err.strerror} ({path})"
+        reason = (
+            f"{err.filename} is not a folder"
+            if isinstance(err, FileExistsError | NotADirectoryError)
+            else f"{err.strerror} ({path})"
+        )
         raise RunError(f"cannot write the run folder {run_dir}: {reason}") from err
     stale = os.pread(fd, 32, 0).decode(errors="replace").strip()
     if stale and on_log is not None:
-        on_log({"event": f"took over the lock of {run_dir} from process {stale}, which ended without releasing it "
-                         f"(killed or crashed)"})
+        on_log(
+            {
+                "event": f"took over the lock of {run_dir} from process {stale}, which ended without releasing it "
+                f"(killed or crashed)"
+            }
+        )
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
     return fd
@@ -121,11 +134,19 @@ def _set_threads(cfg: RunConfig, resume: bool, on_log: Callable[[dict], None] | 
     threads, idle = cpu_threads(cfg.threads)
     torch.set_num_threads(threads)
     if on_log is not None and idle is not None:
-        on_log({"event": f"training with {threads} CPU thread(s): {idle:.1f} of {os.cpu_count()} CPUs are idle "
-                         f"(--threads N to choose)"})
+        on_log(
+            {
+                "event": f"training with {threads} CPU thread(s): {idle:.1f} of {os.cpu_count()} CPUs are idle "
+                f"(--threads N to choose)"
+            }
+        )
     elif on_log is not None and resume and (now := cpu_threads()[1]) is not None and int(now + 0.5) < threads:
-        on_log({"event": f"training with {threads} CPU threads, as the run started, so that it resumes exactly; "
-                         f"{now:.1f} CPUs are idle now, so --threads {max(1, int(now + 0.5))} would be faster"})
+        on_log(
+            {
+                "event": f"training with {threads} CPU threads, as the run started, so that it resumes exactly; "
+                f"{now:.1f} CPUs are idle now, so --threads {max(1, int(now + 0.5))} would be faster"
+            }
+        )
     return replace(cfg, threads=threads)
 
 
@@ -141,13 +162,20 @@ def _check_length(run_dir: Path, cfg: RunConfig) -> None:
             steps = step if per_epoch is None else cfg.total_steps(per_epoch)
         if steps < step:
             what = _length(cfg) + ("" if cfg.max_steps is not None else f" ({steps:,} steps)")
-            raise RunError(f"{run_dir} is at step {step:,}, past the end of a run of {what}; give --max-steps (or "
-                           f"--epochs) of at least {step:,} steps, or leave the length as it was")
+            raise RunError(
+                f"{run_dir} is at step {step:,}, past the end of a run of {what}; give --max-steps (or "
+                f"--epochs) of at least {step:,} steps, or leave the length as it was"
+            )
 
 
 @contextmanager
-def open_run(output_dir: str | os.PathLike, cfg: RunConfig | None, kind: type, resume: bool,
-             on_log: Callable[[dict], None] | None = None) -> Iterator[RunSession]:
+def open_run(
+    output_dir: str | os.PathLike,
+    cfg: RunConfig | None,
+    kind: type,
+    resume: bool,
+    on_log: Callable[[dict], None] | None = None,
+) -> Iterator[RunSession]:
     """The run in `output_dir`, made by the recipe whose settings are `kind`: with `resume`, its saved settings (`cfg`
     may change only `RESUMABLE_FIELDS`); else a new run of `cfg`, whose folder must be absent or empty. Joins the
     process group `torchrun` describes, and leaves it at the end if it joined it. The writing process (rank 0) holds

@@ -54,25 +54,42 @@ class BertModel(nn.Module):
         self.pooler = BertPooler(config) if add_pooling_layer else None
         self.apply(partial(init_bert_weights, std=config.initializer_range))
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False, output_positions: torch.Tensor | None = None) -> BertModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        output_positions: torch.Tensor | None = None,
+    ) -> BertModelOutput:
         """Encode `input_ids` [batch, seq]. `attention_mask` (1 = token, 0 = padding) defaults to all tokens and
         `token_type_ids` to segment 0. Everything after `input_ids` is passed by name, as in HF's models.
 
         With `output_positions` [batch, k], whose first column must be 0 (the `[CLS]` the pooler reads), the last
         layer computes only those positions and `last_hidden_state` is [batch, k, hidden]."""
         if attention_mask is not None and attention_mask.shape != input_ids.shape:
-            raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, but input_ids has "
-                             f"{tuple(input_ids.shape)}; they must match")
+            raise ValueError(
+                f"attention_mask has shape {tuple(attention_mask.shape)}, but input_ids has "
+                f"{tuple(input_ids.shape)}; they must match"
+            )
         if attention_mask is not None and free_to_read(attention_mask) and bool(attention_mask.all()):
             # no padding: without a mask SDPA may use its faster kernels (asked only where reading is free)
             attention_mask = None
-        encoded = self.encoder(self.embeddings(input_ids, token_type_ids), attention_mask, output_attentions,
-                               output_hidden_states, output_positions)
-        return BertModelOutput(last_hidden_state=encoded.last_hidden_state,
-                               pooler_output=None if self.pooler is None else self.pooler(encoded.last_hidden_state),
-                               hidden_states=encoded.hidden_states, attentions=encoded.attentions)
+        encoded = self.encoder(
+            self.embeddings(input_ids, token_type_ids),
+            attention_mask,
+            output_attentions,
+            output_hidden_states,
+            output_positions,
+        )
+        return BertModelOutput(
+            last_hidden_state=encoded.last_hidden_state,
+            pooler_output=None if self.pooler is None else self.pooler(encoded.last_hidden_state),
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+        )
 
 # %% ../notebooks/05_bert_pretraining_heads.ipynb #c006
 class MLMHead(nn.Module):
@@ -114,8 +131,9 @@ def head_index(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return positions, selected.gather(1, positions).flatten().nonzero().squeeze(1)
 
 
-def _checked_head_index(given: tuple[torch.Tensor, torch.Tensor] | None,
-                        labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _checked_head_index(
+    given: tuple[torch.Tensor, torch.Tensor] | None, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     "`given`, once checked against `labels` where that is free (on the CPU), or else `head_index(labels)`."
     if given is None:
         return head_index(labels)
@@ -155,11 +173,18 @@ class BertForPreTraining(nn.Module):
         for head in (self.mlm_head, self.nsp_head):  # BertModel initialised itself
             head.apply(partial(init_bert_weights, std=config.initializer_range))
 
-    def forward(self, input_ids: torch.Tensor, *, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                next_sentence_label: torch.Tensor | None = None, output_attentions: bool = False,
-                output_hidden_states: bool = False,
-                head_index: tuple[torch.Tensor, torch.Tensor] | None = None) -> BertForPreTrainingOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        head_index: tuple[torch.Tensor, torch.Tensor] | None = None,
+    ) -> BertForPreTrainingOutput:
         """Run BERT and both heads. `labels` [batch, seq] hold the original token id at the positions to
         predict and -100 elsewhere; `next_sentence_label` [batch] is 0 when B follows A and 1 when B is random.
         `head_index`, what `head_index(labels)` returns computed ahead on the CPU, spares the model finding it
@@ -167,18 +192,30 @@ class BertForPreTraining(nn.Module):
         mlm_loss = nsp_loss = positions = None
         if labels is not None:
             if labels.shape != input_ids.shape:
-                raise ValueError(f"labels has shape {tuple(labels.shape)}, but input_ids has "
-                                 f"{tuple(input_ids.shape)}; they must match")
-            check_index_range("labels", labels, self.config.vocab_size,
-                              f"BertConfig.vocab_size={self.config.vocab_size}", ignore_index=IGNORE_INDEX)
+                raise ValueError(
+                    f"labels has shape {tuple(labels.shape)}, but input_ids has "
+                    f"{tuple(input_ids.shape)}; they must match"
+                )
+            check_index_range(
+                "labels",
+                labels,
+                self.config.vocab_size,
+                f"BertConfig.vocab_size={self.config.vocab_size}",
+                ignore_index=IGNORE_INDEX,
+            )
             selected = labels != IGNORE_INDEX
             # The heads read only [CLS] and the selected positions, so the last layer need not compute the
             # others, unless the caller asked to see every layer's states or attention maps.
             if not (output_attentions or output_hidden_states):
                 positions, rows = _checked_head_index(head_index, labels)
-        out = self.bert(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-                        output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                        output_positions=positions)
+        out = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            output_positions=positions,
+        )
         word_embeddings = self.bert.embeddings.word_embeddings.weight
         if labels is None:
             prediction_logits = self.mlm_head(out.last_hidden_state, word_embeddings)
@@ -194,12 +231,19 @@ class BertForPreTraining(nn.Module):
         seq_relationship_logits = self.nsp_head(out.pooler_output)
         if next_sentence_label is not None:
             if next_sentence_label.numel() != input_ids.shape[0]:
-                raise ValueError(f"next_sentence_label has {next_sentence_label.numel()} entries for a batch of "
-                                 f"{input_ids.shape[0]} sequences; give one per sequence")
+                raise ValueError(
+                    f"next_sentence_label has {next_sentence_label.numel()} entries for a batch of "
+                    f"{input_ids.shape[0]} sequences; give one per sequence"
+                )
             check_index_range("next_sentence_label", next_sentence_label, 2, "0 = B follows A, 1 = B is random")
             nsp_loss = F.cross_entropy(seq_relationship_logits, next_sentence_label.view(-1))
         losses = [part for part in (mlm_loss, nsp_loss) if part is not None]
         return BertForPreTrainingOutput(
-            loss=sum(losses[1:], losses[0]) if losses else None, mlm_loss=mlm_loss, nsp_loss=nsp_loss,
-            prediction_logits=prediction_logits, seq_relationship_logits=seq_relationship_logits,
-            hidden_states=out.hidden_states, attentions=out.attentions)
+            loss=sum(losses[1:], losses[0]) if losses else None,
+            mlm_loss=mlm_loss,
+            nsp_loss=nsp_loss,
+            prediction_logits=prediction_logits,
+            seq_relationship_logits=seq_relationship_logits,
+            hidden_states=out.hidden_states,
+            attentions=out.attentions,
+        )

@@ -56,14 +56,17 @@ def run_checkpoint(run_dir: str | os.PathLike, cfg: RunConfig, newest: bool = Fa
         return latest_checkpoint(run_dir)
     best = best_checkpoint(run_dir)
     if best is None:
-        raise RunError(f"{run_dir} has no whole best/ checkpoint (deleted, or cut short by a crash), so its best "
-                       f"validation's weights are gone; pass --newest (newest=True) to use its newest checkpoint "
-                       f"instead, or fine-tune it again")
+        raise RunError(
+            f"{run_dir} has no whole best/ checkpoint (deleted, or cut short by a crash), so its best "
+            f"validation's weights are gone; pass --newest (newest=True) to use its newest checkpoint "
+            f"instead, or fine-tune it again"
+        )
     return best
 
 
-def load_model(run_dir: str | os.PathLike, device: str | torch.device = "cpu", *, newest: bool = False
-               ) -> tuple[nn.Module, Tokenizer]:
+def load_model(
+    run_dir: str | os.PathLike, device: str | torch.device = "cpu", *, newest: bool = False
+) -> tuple[nn.Module, Tokenizer]:
     """A run's model in eval mode on `device`, and its tokenizer, from `run_checkpoint`: the newest checkpoint of a
     pre-training run (a `BertForPreTraining`, or an `ElectraForPreTraining`), the best one of a fine-tuning run (its
     task's head; with `newest`, the newest)."""

@@ -5,8 +5,16 @@ loop on a model with the objective its data calls for, scored on a validation lo
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["HeadIndexed", "given_head_index", "MaskedLMAndNSP", "MaskedLM", "ReplacedTokenDetection", "freeze_nsp",
-           "validation_scores", "train"]
+__all__ = [
+    "HeadIndexed",
+    "given_head_index",
+    "MaskedLMAndNSP",
+    "MaskedLM",
+    "ReplacedTokenDetection",
+    "freeze_nsp",
+    "validation_scores",
+    "train",
+]
 
 import os
 from collections.abc import Callable, Sequence
@@ -62,9 +70,14 @@ class MaskedLMAndNSP:
 
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         "The mean MLM and NSP losses of `model` on a batch."
-        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"], next_sentence_label=batch["next_sentence_label"],
-                    head_index=given_head_index(batch))
+        out = model(
+            batch["input_ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+            next_sentence_label=batch["next_sentence_label"],
+            head_index=given_head_index(batch),
+        )
         return out.mlm_loss, out.nsp_loss
 
 
@@ -80,8 +93,13 @@ class MaskedLM:
         return (int((batch["labels"] != IGNORE_INDEX).sum()),)
 
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor]:
-        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"], head_index=given_head_index(batch))
+        out = model(
+            batch["input_ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+            head_index=given_head_index(batch),
+        )
         return (out.mlm_loss,)
 
 
@@ -100,8 +118,12 @@ class ReplacedTokenDetection(MaskedLM):
         return (*super().counts(batch), int(batch["attention_mask"].sum()))
 
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                    labels=batch["labels"])
+        out = model(
+            batch["input_ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        )
         return out.mlm_loss, self.rtd_weight * out.rtd_loss
 
 
@@ -117,10 +139,18 @@ def validation_scores(model: nn.Module) -> Callable[..., dict[str, float]]:
     return rtd_metrics if isinstance(model, ElectraForPreTraining) else validation_metrics
 
 
-def train(model: BertForPreTraining | ElectraForPreTraining, data: PretrainingDataset | PackedDataset | Sequence[Phase],
-          cfg: TrainConfig, *, valid_loader: DataLoader | None = None, run_dir: str | os.PathLike | None = None,
-          resume: bool = False, on_log: Callable[[dict], None] | None = None, hooks: Sequence[Hook] = (),
-          show_progress: bool = True) -> list[dict]:
+def train(
+    model: BertForPreTraining | ElectraForPreTraining,
+    data: PretrainingDataset | PackedDataset | Sequence[Phase],
+    cfg: TrainConfig,
+    *,
+    valid_loader: DataLoader | None = None,
+    run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    on_log: Callable[[dict], None] | None = None,
+    hooks: Sequence[Hook] = (),
+    show_progress: bool = True,
+) -> list[dict]:
     """Pre-train `model` on `data` as `cfg` says and return the metric records: with MLM + NSP on sentence pairs
     (`PretrainingDataset`), with MLM alone on packed sequences (`PackedDataset`), or an ELECTRA model with
     replaced-token detection on packed sequences (weighted by `cfg.rtd_weight`, so `cfg` is a `PretrainConfig`).
@@ -130,8 +160,11 @@ def train(model: BertForPreTraining | ElectraForPreTraining, data: PretrainingDa
     steps. With `run_dir`, metrics, checkpoints and the loss curve are written there, and `resume=True` continues
     from its newest checkpoint. `on_log` and `hooks` are `bertlib.trainer.fit`'s."""
     dataset = data if isinstance(data, Dataset) else data[0].dataset
-    evaluate = None if valid_loader is None else partial(validation_scores(model), loader=valid_loader,
-                                                         max_batches=cfg.eval_batches)
+    evaluate = (
+        None
+        if valid_loader is None
+        else partial(validation_scores(model), loader=valid_loader, max_batches=cfg.eval_batches)
+    )
     if isinstance(model, ElectraForPreTraining):
         objective = ReplacedTokenDetection(dataset.pad_id, cfg.rtd_weight)
     elif isinstance(dataset, PackedDataset):
@@ -139,5 +172,15 @@ def train(model: BertForPreTraining | ElectraForPreTraining, data: PretrainingDa
         freeze_nsp(model)
     else:
         objective = MaskedLMAndNSP(dataset.pad_id)
-    return fit(model, data, objective, cfg, evaluate=evaluate, run_dir=run_dir, resume=resume, on_log=on_log,
-               hooks=hooks, show_progress=show_progress)
+    return fit(
+        model,
+        data,
+        objective,
+        cfg,
+        evaluate=evaluate,
+        run_dir=run_dir,
+        resume=resume,
+        on_log=on_log,
+        hooks=hooks,
+        show_progress=show_progress,
+    )

@@ -34,8 +34,13 @@ def add_config_options(parser: argparse.ArgumentParser, config_class: type, excl
         else:
             metavar = {int: "N", float: "X"}.get(kind, None if "choices" in f.metadata else "S")
             typed = {"type": kind, "metavar": metavar}
-        parser.add_argument("--" + f.name.replace("_", "-"), default=None, help=f.metadata.get("help", "") + default,
-                            choices=f.metadata.get("choices"), **typed)
+        parser.add_argument(
+            "--" + f.name.replace("_", "-"),
+            default=None,
+            help=f.metadata.get("help", "") + default,
+            choices=f.metadata.get("choices"),
+            **typed,
+        )
 
 
 def given_options(args: argparse.Namespace, config_class: type) -> dict[str, Any]:

@@ -27,8 +27,7 @@ def _stream(corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]], sep_id:
     if isinstance(corpus, TokenizedCorpus):
         ends = corpus.sentence_offsets[corpus.document_offsets[1:]]  # where each document's tokens end
         return np.insert(corpus.ids.astype(np.int64), ends, sep_id)
-    return np.array([t for doc in corpus for t in [*(t for sentence in doc for t in sentence), sep_id]],
-                    dtype=np.int64)
+    return np.array([t for doc in corpus for t in [*(t for sentence in doc for t in sentence), sep_id]], dtype=np.int64)
 
 
 class PackedDataset(Dataset):
@@ -36,15 +35,24 @@ class PackedDataset(Dataset):
     `[SEP]`), `token_type_ids` (all 0) and `labels`. Each epoch (`set_epoch`) starts the cuts at a new offset
     and draws new masks (RoBERTa's dynamic masking); `static=True` keeps epoch 0's cuts and masks for good."""
 
-    def __init__(self, corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]], tokenizer: Tokenizer,
-                 max_seq_len: int = 128, *, seed: int = 0, mlm_probability: float = 0.15,
-                 whole_word_mask: bool = False, static: bool = False):
+    def __init__(
+        self,
+        corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]],
+        tokenizer: Tokenizer,
+        max_seq_len: int = 128,
+        *,
+        seed: int = 0,
+        mlm_probability: float = 0.15,
+        whole_word_mask: bool = False,
+        static: bool = False,
+    ):
         if max_seq_len < 3:
             raise ValueError(f"max_seq_len={max_seq_len} leaves no room for tokens between [CLS] and [SEP]")
         ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
         if None in ids.values():
-            raise ValueError(f"the tokenizer lacks {[t for t, i in ids.items() if i is None]}; BERT needs all of "
-                             f"{SPECIAL_TOKENS}")
+            raise ValueError(
+                f"the tokenizer lacks {[t for t, i in ids.items() if i is None]}; BERT needs all of {SPECIAL_TOKENS}"
+            )
         self.cls_id, self.sep_id, self.mask_id, self.pad_id = ids[CLS], ids[SEP], ids[MASK], ids[PAD]
         self.special_ids = tuple(ids.values())
         self.vocab_size = tokenizer.get_vocab_size()
@@ -70,12 +78,19 @@ class PackedDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         start = self.offset + index * self.width
-        input_ids = torch.cat([torch.tensor([self.cls_id]), self.stream[start:start + self.width],
-                               torch.tensor([self.sep_id])])
+        input_ids = torch.cat(
+            [torch.tensor([self.cls_id]), self.stream[start : start + self.width], torch.tensor([self.sep_id])]
+        )
         special = (input_ids == self.cls_id) | (input_ids == self.sep_id)  # nor are the document ends inside
         generator = torch.Generator().manual_seed(child_seed(self.seed, self.epoch, index))
         masked, labels = mask_tokens(
-            input_ids, special, mask_token_id=self.mask_id, vocab_size=self.vocab_size,
-            mlm_probability=self.mlm_probability, generator=generator, special_token_ids=self.special_ids,
-            word_starts=None if self.continuation is None else ~self.continuation[input_ids])
+            input_ids,
+            special,
+            mask_token_id=self.mask_id,
+            vocab_size=self.vocab_size,
+            mlm_probability=self.mlm_probability,
+            generator=generator,
+            special_token_ids=self.special_ids,
+            word_starts=None if self.continuation is None else ~self.continuation[input_ids],
+        )
         return {"input_ids": masked, "token_type_ids": torch.zeros_like(masked), "labels": labels}

@@ -37,21 +37,32 @@ def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
     longest = cfg.long_seq_len or cfg.max_seq_len
     if longest > model_config.max_position_embeddings:
         name = "long_seq_len" if cfg.long_seq_len else "max_seq_len"
-        raise ValueError(f"{name}={longest} is longer than the model's max_position_embeddings="
-                         f"{model_config.max_position_embeddings}; use at most that many tokens per sequence")
+        raise ValueError(
+            f"{name}={longest} is longer than the model's max_position_embeddings="
+            f"{model_config.max_position_embeddings}; use at most that many tokens per sequence"
+        )
     if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
         # HF ELECTRA, which an ELECTRA run exports to, is Post-LN with a layer per depth and learned positions
-        unsupported = [option for option, used in (
-            ("--position-embedding-type rope", model_config.position_embedding_type != "absolute"),
-            ("--share-layers", model_config.share_layers), ("--norm-style pre", model_config.norm_style != "post"),
-            ("--pairing sop", cfg.pairing == "sop")) if used]
+        unsupported = [
+            option
+            for option, used in (
+                ("--position-embedding-type rope", model_config.position_embedding_type != "absolute"),
+                ("--share-layers", model_config.share_layers),
+                ("--norm-style pre", model_config.norm_style != "post"),
+                ("--pairing sop", cfg.pairing == "sop"),
+            )
+            if used
+        ]
         if unsupported:
-            raise ValueError(f"--objective electra cannot go with {', '.join(unsupported)}: ELECTRA's model here is "
-                             f"HF ELECTRA's (Post-LN, a layer per depth, learned positions, no sentence-order head)")
+            raise ValueError(
+                f"--objective electra cannot go with {', '.join(unsupported)}: ELECTRA's model here is "
+                f"HF ELECTRA's (Post-LN, a layer per depth, learned positions, no sentence-order head)"
+            )
 
 
-def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
-                     ) -> tuple[PretrainingDataset | PackedDataset | list[Phase], DataLoader]:
+def pretraining_data(
+    cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
+) -> tuple[PretrainingDataset | PackedDataset | list[Phase], DataLoader]:
     """The training data of a run on WikiText-2's train split, and its validation batches (at `max_seq_len`): sentence
     pairs for BERT's objective, packed sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); with
     `long_seq_len`, two `Phase`s, the last `long_share` of the steps on the longer sequences."""
@@ -63,12 +74,20 @@ def pretraining_data(cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: st
             return PretrainingDataset(corpus, tokenizer, max_seq_len, pairing=cfg.pairing, **options)
         return PackedDataset(corpus, tokenizer, max_seq_len, **options)
 
-    valid_loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
-                                     data_config=cfg.data_config, data_dir=data_dir)
+    valid_loader = evaluation_loader(
+        "validation",
+        tokenizer,
+        max_seq_len=cfg.max_seq_len,
+        pairing=cfg.pairing,
+        data_config=cfg.data_config,
+        data_dir=data_dir,
+    )
     if cfg.long_seq_len is None:
         return dataset(cfg.max_seq_len), valid_loader
-    return [Phase(dataset(cfg.max_seq_len), 1 - cfg.long_share), Phase(dataset(cfg.long_seq_len), cfg.long_share)], \
-        valid_loader
+    return [
+        Phase(dataset(cfg.max_seq_len), 1 - cfg.long_share),
+        Phase(dataset(cfg.long_seq_len), cfg.long_share),
+    ], valid_loader
 
 
 def reached(perplexity: float) -> Hook:
@@ -77,13 +96,21 @@ def reached(perplexity: float) -> Hook:
     def check(loop: Loop) -> bool:
         last = loop.records[-1] if loop.records else {}
         return last.get("split") == "validation" and last["step"] == loop.step and last["mlm_perplexity"] <= perplexity
+
     return check
 
 
-def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = None,
-             cfg: PretrainConfig | None = None, *, tokenizer: Tokenizer | None = None, data_dir: str | None = None,
-             resume: bool = False, on_log: Callable[[dict], None] | None = None,
-             show_progress: bool = True) -> list[dict]:
+def pretrain(
+    output_dir: str | os.PathLike,
+    model_config: BertConfig | None = None,
+    cfg: PretrainConfig | None = None,
+    *,
+    tokenizer: Tokenizer | None = None,
+    data_dir: str | None = None,
+    resume: bool = False,
+    on_log: Callable[[dict], None] | None = None,
+    show_progress: bool = True,
+) -> list[dict]:
     """Pre-train BERT on WikiText-2 into the run folder `output_dir` and return the metric records.
 
     A new run needs `model_config` and `cfg` (the tokenizer is trained on the train split unless given) and
@@ -99,8 +126,10 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
         if resume:
             model_config, tokenizer = run.model_config, run.tokenizer
             if cfg.max_steps is None and cfg.epochs is None:
-                raise ValueError("a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
-                                 "it, not a time budget")
+                raise ValueError(
+                    "a resumed run keeps its length in steps; give --max-steps (or --epochs) to change "
+                    "it, not a time budget"
+                )
         elif model_config is None:
             raise ValueError("a new run needs model_config")
         check_settings(model_config, cfg)
@@ -110,8 +139,9 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
         data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         calibration = None
         if cfg.max_steps is None and cfg.epochs is None:
-            steps, calibration = steps_for_budget(model_config, cfg, data, valid_loader,
-                                                  cfg.time_budget - (time.perf_counter() - started))
+            steps, calibration = steps_for_budget(
+                model_config, cfg, data, valid_loader, cfg.time_budget - (time.perf_counter() - started)
+            )
             cfg = replace(cfg, max_steps=same_on_every_process(steps))
         run.record(model_config, cfg, tokenizer)
         if calibration is not None and on_log is not None:
@@ -119,5 +149,14 @@ def pretrain(output_dir: str | os.PathLike, model_config: BertConfig | None = No
         torch.manual_seed(cfg.seed)
         model = build_model(model_config, cfg)
         hooks = [reached(cfg.target_perplexity)] if cfg.target_perplexity else []
-        return train(model, data, cfg, valid_loader=valid_loader, run_dir=run.run_dir, resume=resume, on_log=on_log,
-                     hooks=hooks, show_progress=show_progress)
+        return train(
+            model,
+            data,
+            cfg,
+            valid_loader=valid_loader,
+            run_dir=run.run_dir,
+            resume=resume,
+            on_log=on_log,
+            hooks=hooks,
+            show_progress=show_progress,
+        )

@@ -9,6 +9,7 @@ import random
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,13 +24,14 @@ from .tokenizer import CLS, CLS_ID, CONTINUATION, MASK, PAD, PAD_ID, SEP, SEP_ID
 from .train_config import Pairing
 
 
-def build_inputs(tokens_a: Sequence[int], tokens_b: Sequence[int], *, cls_id: int = CLS_ID,
-                 sep_id: int = SEP_ID) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def build_inputs(
+    tokens_a: Sequence[int], tokens_b: Sequence[int], *, cls_id: int = CLS_ID, sep_id: int = SEP_ID
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "`(input_ids, token_type_ids, special_tokens_mask)` of `[CLS] A [SEP] B [SEP]` as 1-d tensors."
     n_a, n_b = len(tokens_a), len(tokens_b)
     input_ids = torch.tensor([cls_id, *tokens_a, sep_id, *tokens_b, sep_id], dtype=torch.long)
     token_type_ids = torch.zeros(n_a + n_b + 3, dtype=torch.long)
-    token_type_ids[n_a + 2:] = 1
+    token_type_ids[n_a + 2 :] = 1
     special = torch.zeros(n_a + n_b + 3, dtype=torch.bool)
     special[[0, n_a + 1, n_a + n_b + 2]] = True
     return input_ids, token_type_ids, special
@@ -38,6 +40,7 @@ def build_inputs(tokens_a: Sequence[int], tokens_b: Sequence[int], *, cls_id: in
 @dataclass(frozen=True, slots=True)
 class NSPExample:
     "One sentence pair. `span_a`/`span_b` are the token offsets of A and B in their documents' tokens."
+
     tokens_a: list[int]
     tokens_b: list[int]
     is_random_next: bool
@@ -61,6 +64,7 @@ class NSPExample:
 @dataclass(frozen=True)
 class _Streams:
     "Each document's tokens back to back, with its sentence boundaries; the form the pair makers use."
+
     tokens: list[list[int]]
     bounds: list[list[int]]  # sentence start offsets in `tokens[d]`, plus its length
     nonempty: list[int]  # sorted indices of the documents that hold at least one token
@@ -71,8 +75,8 @@ def _streams(documents: Sequence[Sequence[Sequence[int]]] | TokenizedCorpus) -> 
         corpus = documents
         tokens, bounds = [], []
         for first, last in zip(corpus.document_offsets[:-1], corpus.document_offsets[1:], strict=True):
-            offsets = corpus.sentence_offsets[first:last + 1]
-            tokens.append(corpus.ids[offsets[0]:offsets[-1]].tolist())
+            offsets = corpus.sentence_offsets[first : last + 1]
+            tokens.append(corpus.ids[offsets[0] : offsets[-1]].tolist())
             bounds.append((offsets - offsets[0]).tolist())
         return _Streams(tokens, bounds, [d for d, t in enumerate(tokens) if t])
     tokens, bounds = [], []
@@ -112,20 +116,29 @@ def _random_segment(streams: _Streams, d: int, min_tokens: int, rng: random.Rand
     return other, (bounds[first], bounds[last])
 
 
-def _make_example(streams: _Streams, doc_a: int, span_a: tuple[int, int], doc_b: int, span_b: tuple[int, int],
-                  max_tokens: int, rng: random.Random) -> NSPExample:
+def _make_example(
+    streams: _Streams,
+    doc_a: int,
+    span_a: tuple[int, int],
+    doc_b: int,
+    span_b: tuple[int, int],
+    max_tokens: int,
+    rng: random.Random,
+) -> NSPExample:
     (a0, a1), (b0, b1) = span_a, span_b
     while (a1 - a0) + (b1 - b0) > max_tokens:
         if a1 - a0 > b1 - b0:  # trim the longer side; on a tie, B
             a0, a1 = (a0 + 1, a1) if rng.random() < 0.5 else (a0, a1 - 1)
         else:
             b0, b1 = (b0 + 1, b1) if rng.random() < 0.5 else (b0, b1 - 1)
-    return NSPExample(streams.tokens[doc_a][a0:a1], streams.tokens[doc_b][b0:b1], doc_a != doc_b,
-                      doc_a, doc_b, (a0, a1), (b0, b1))
+    return NSPExample(
+        streams.tokens[doc_a][a0:a1], streams.tokens[doc_b][b0:b1], doc_a != doc_b, doc_a, doc_b, (a0, a1), (b0, b1)
+    )
 
 # %% ../notebooks/06_pretraining_data.ipynb #c011d
-def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float,
-                   sop: bool = False) -> list[NSPExample]:
+def _segment_pairs(
+    streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float, sop: bool = False
+) -> list[NSPExample]:
     max_tokens = max_seq_len - 3
     can_draw_random = len(streams.nonempty) > 1 and not sop  # SOP keeps both segments in one document
     examples = []
@@ -157,8 +170,9 @@ def _segment_pairs(streams: _Streams, max_seq_len: int, rng: random.Random, shor
                 doc_b, span_b = _random_segment(streams, d, target - (span_a[1] - span_a[0]), rng)
             example = _make_example(streams, d, span_a, doc_b, span_b, max_tokens, rng)
             if sop and rng.random() < 0.5:  # the negative of SOP: the same two segments, in the wrong order
-                example = NSPExample(example.tokens_b, example.tokens_a, False, d, d, example.span_b, example.span_a,
-                                     swapped=True)
+                example = NSPExample(
+                    example.tokens_b, example.tokens_a, False, d, d, example.span_b, example.span_a, swapped=True
+                )
             examples.append(example)
             start = cut if is_random else end  # sentences B did not use go back for the next chunk
     return examples
@@ -179,8 +193,9 @@ def _sentence_pairs(streams: _Streams, max_seq_len: int, rng: random.Random) -> 
     return examples
 
 
-def _pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float,
-           pairing: Pairing) -> list[NSPExample]:
+def _pairs(
+    streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_prob: float, pairing: Pairing
+) -> list[NSPExample]:
     _check_pair_args(max_seq_len, short_seq_prob)
     if pairing in ("segments", "sop"):
         return _segment_pairs(streams, max_seq_len, rng, short_seq_prob, sop=pairing == "sop")
@@ -189,9 +204,14 @@ def _pairs(streams: _Streams, max_seq_len: int, rng: random.Random, short_seq_pr
     raise ValueError(f"pairing={pairing!r} is not valid; choose 'segments', 'sentences' or 'sop'")
 
 
-def create_nsp_examples(documents: Sequence[Sequence[Sequence[int]]] | TokenizedCorpus, max_seq_len: int,
-                        rng: random.Random, short_seq_prob: float = 0.1, *,
-                        pairing: Pairing = "segments") -> list[NSPExample]:
+def create_nsp_examples(
+    documents: Sequence[Sequence[Sequence[int]]] | TokenizedCorpus,
+    max_seq_len: int,
+    rng: random.Random,
+    short_seq_prob: float = 0.1,
+    *,
+    pairing: Pairing = "segments",
+) -> list[NSPExample]:
     """Sentence pairs for next-sentence prediction from documents of sentences of token ids.
 
     `pairing="segments"` packs consecutive sentences up to `max_seq_len - 3` tokens as BERT's data
@@ -207,8 +227,9 @@ def _check_probability(name: str, p: float) -> None:
         raise ValueError(f"{name}={p} must lie strictly between 0 and 1")
 
 
-def _random_non_special(shape: torch.Size, vocab_size: int, special_token_ids: Sequence[int],
-                        generator: torch.Generator | None) -> torch.Tensor:
+def _random_non_special(
+    shape: torch.Size, vocab_size: int, special_token_ids: Sequence[int], generator: torch.Generator | None
+) -> torch.Tensor:
     "Ids drawn uniformly from the vocabulary without the special ids."
     specials = torch.tensor(sorted(set(special_token_ids)), dtype=torch.long)
     ids = torch.randint(vocab_size - len(specials), shape, generator=generator)
@@ -216,10 +237,17 @@ def _random_non_special(shape: torch.Size, vocab_size: int, special_token_ids: S
     return ids + torch.searchsorted(specials - torch.arange(len(specials)), ids, right=True)
 
 
-def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, *, mask_token_id: int,
-                vocab_size: int, mlm_probability: float = 0.15, generator: torch.Generator | None = None,
-                special_token_ids: Sequence[int] = SPECIAL_IDS,
-                word_starts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_tokens(
+    input_ids: torch.Tensor,
+    special_tokens_mask: torch.Tensor,
+    *,
+    mask_token_id: int,
+    vocab_size: int,
+    mlm_probability: float = 0.15,
+    generator: torch.Generator | None = None,
+    special_token_ids: Sequence[int] = SPECIAL_IDS,
+    word_starts: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking: `(masked_input_ids, labels)` for `input_ids` of any shape (last dimension = positions).
 
     Picks `mlm_probability` of the positions where `special_tokens_mask` is False (it must be True at
@@ -228,8 +256,10 @@ def mask_tokens(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, *, m
     With `word_starts` (True where a token begins a word), whole words are picked together."""
     _check_probability("mlm_probability", mlm_probability)
     if special_tokens_mask.shape != input_ids.shape:
-        raise ValueError(f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)}, "
-                         f"input_ids {tuple(input_ids.shape)}; they must match")
+        raise ValueError(
+            f"special_tokens_mask has shape {tuple(special_tokens_mask.shape)}, "
+            f"input_ids {tuple(input_ids.shape)}; they must match"
+        )
     if vocab_size <= len(set(special_token_ids)):
         raise ValueError(f"vocab_size={vocab_size} leaves no ordinary token to draw at random")
     special = special_tokens_mask.bool()
@@ -268,10 +298,19 @@ class PretrainingDataset(Dataset):
     `create_nsp_examples(..., pairing=pairing)` for each epoch (`set_epoch`); `static=True` keeps epoch 0's
     pairs and masks for good (evaluation)."""
 
-    def __init__(self, corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]], tokenizer: Tokenizer,
-                 max_seq_len: int = 128, *, seed: int = 0, pairing: Pairing = "segments",
-                 short_seq_prob: float = 0.1, mlm_probability: float = 0.15, whole_word_mask: bool = False,
-                 static: bool = False):
+    def __init__(
+        self,
+        corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]],
+        tokenizer: Tokenizer,
+        max_seq_len: int = 128,
+        *,
+        seed: int = 0,
+        pairing: Pairing = "segments",
+        short_seq_prob: float = 0.1,
+        mlm_probability: float = 0.15,
+        whole_word_mask: bool = False,
+        static: bool = False,
+    ):
         _check_pair_args(max_seq_len, short_seq_prob)
         _check_probability("mlm_probability", mlm_probability)
         ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
@@ -306,15 +345,26 @@ class PretrainingDataset(Dataset):
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         ex = self.examples[index]
-        input_ids, token_type_ids, special = build_inputs(ex.tokens_a, ex.tokens_b, cls_id=self.cls_id,
-                                                          sep_id=self.sep_id)
+        input_ids, token_type_ids, special = build_inputs(
+            ex.tokens_a, ex.tokens_b, cls_id=self.cls_id, sep_id=self.sep_id
+        )
         generator = torch.Generator().manual_seed(child_seed(self.seed, self.epoch, index))
         masked, labels = mask_tokens(
-            input_ids, special, mask_token_id=self.mask_id, vocab_size=self.vocab_size,
-            mlm_probability=self.mlm_probability, generator=generator, special_token_ids=self.special_ids,
-            word_starts=None if self.continuation is None else ~self.continuation[input_ids])
-        return {"input_ids": masked, "token_type_ids": token_type_ids, "labels": labels,
-                "next_sentence_label": torch.tensor(ex.next_sentence_label)}
+            input_ids,
+            special,
+            mask_token_id=self.mask_id,
+            vocab_size=self.vocab_size,
+            mlm_probability=self.mlm_probability,
+            generator=generator,
+            special_token_ids=self.special_ids,
+            word_starts=None if self.continuation is None else ~self.continuation[input_ids],
+        )
+        return {
+            "input_ids": masked,
+            "token_type_ids": token_type_ids,
+            "labels": labels,
+            "next_sentence_label": torch.tensor(ex.next_sentence_label),
+        }
 
 
 @dataclass
@@ -349,20 +399,27 @@ class PaddingCollator:
 EVAL_SEED = 12345  # fixed, so every run is scored on the same pairs and masks
 
 
-def pretraining_dataloader(dataset: PretrainingDataset, batch_size: int, *, group_by_length: bool = True,
-                           shuffle: bool = True, pad_to_multiple_of: int | None = 8, seed: int = 0,
-                           num_replicas: int = 1, rank: int = 0, drop_last: bool = False, num_workers: int = 0,
-                           pin_memory: bool = False, persistent_workers: bool = False) -> DataLoader:
-    "Padded pre-training batches of `dataset`, through `make_loader` (length-grouped, seeded, shardable)."
-    return make_loader(dataset, batch_size, PaddingCollator(dataset.pad_id, pad_to_multiple_of), dataset.lengths,
-                       group_by_length=group_by_length, shuffle=shuffle, seed=seed, num_replicas=num_replicas,
-                       rank=rank, drop_last=drop_last, num_workers=num_workers, pin_memory=pin_memory,
-                       persistent_workers=persistent_workers)
+def pretraining_dataloader(
+    dataset: PretrainingDataset, batch_size: int, *, pad_to_multiple_of: int | None = 8, **options: Any
+) -> DataLoader:
+    """Padded pre-training batches of `dataset`, through `make_loader`, which takes the other `options` by name
+    (length grouping, shuffling, the seed, sharding, workers) with its defaults."""
+    return make_loader(
+        dataset, batch_size, PaddingCollator(dataset.pad_id, pad_to_multiple_of), dataset.lengths, **options
+    )
 
 
-def evaluation_loader(split: str, tokenizer: Tokenizer, *, batch_size: int = 64, max_seq_len: int = 128,
-                      pairing: Pairing = "segments", data_config: str = "wikitext-2-v1",
-                      data_dir: str | None = None, pin_memory: bool = False) -> DataLoader:
+def evaluation_loader(
+    split: str,
+    tokenizer: Tokenizer,
+    *,
+    batch_size: int = 64,
+    max_seq_len: int = 128,
+    pairing: Pairing = "segments",
+    data_config: str = "wikitext-2-v1",
+    data_dir: str | None = None,
+    pin_memory: bool = False,
+) -> DataLoader:
     "Batches of a WikiText-2 split with static pairs and masks, the same for every run, in a fixed order."
     corpus = wikitext_corpus(split, tokenizer, config=data_config, data_dir=data_dir)
     dataset = PretrainingDataset(corpus, tokenizer, max_seq_len, seed=EVAL_SEED, pairing=pairing, static=True)

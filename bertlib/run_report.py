@@ -22,8 +22,10 @@ from .runs import load_run
 # on it, then fell below 100 within a few hundred steps. As a share of the baseline, the line holds for any tokenizer.
 PLATEAU_RATIO = 300 / 802.5
 PROBES = ("the united [MASK] of america .", "the battle took place during the second world [MASK] .")
-WAYS_OUT = ("python -m bertlib pretrain --position-embedding-type rope (rotary positions leave it within a CPU "
-            "budget, notebook 11), or the course model, trained on a GPU: models/course-mini")
+WAYS_OUT = (
+    "python -m bertlib pretrain --position-embedding-type rope (rotary positions leave it within a CPU "
+    "budget, notebook 11), or the course model, trained on a GPU: models/course-mini"
+)
 
 
 def on_plateau(perplexity: float, unigram_perplexity: float) -> bool:
@@ -35,8 +37,14 @@ def baseline_scores(run_dir: str | os.PathLike, data_dir: str | None = None) -> 
     """The unigram baseline (`bertlib.evaluate.unigram_baseline`: train-split counts) on the validation batches the
     run validates on (the first `eval_batches` of the statically masked split)."""
     _, cfg, tokenizer = load_run(run_dir)
-    loader = evaluation_loader("validation", tokenizer, max_seq_len=cfg.max_seq_len, pairing=cfg.pairing,
-                               data_config=cfg.data_config, data_dir=data_dir)
+    loader = evaluation_loader(
+        "validation",
+        tokenizer,
+        max_seq_len=cfg.max_seq_len,
+        pairing=cfg.pairing,
+        data_config=cfg.data_config,
+        data_dir=data_dir,
+    )
     train_ids = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir).ids
     return unigram_baseline(train_ids, islice(loader, cfg.eval_batches), tokenizer.get_vocab_size())
 
@@ -45,18 +53,29 @@ def run_report(run_dir: str | os.PathLike, validation: dict[str, float], data_di
     """Lines on a BERT pre-training run whose last validation is `validation`: its scores beside the unigram
     baseline's, its top guesses for `PROBES`, and, while `on_plateau`, that it is there and the two ways out."""
     unigram = baseline_scores(run_dir, data_dir)
-    shown = (("MLM perplexity", "mlm_perplexity", "{:.1f}"), ("top-1", "mlm_accuracy", "{:.1%}"),
-             ("top-5", "mlm_top5_accuracy", "{:.1%}"), ("NSP", "nsp_accuracy", "{:.1%}"))
-    lines = [f"validation at step {validation['step']} (unigram baseline in brackets): " + ", ".join(
-        f"{name} {form.format(validation[key])} ({form.format(unigram[key])})" for name, key, form in shown
-        if key in validation)]
+    shown = (
+        ("MLM perplexity", "mlm_perplexity", "{:.1f}"),
+        ("top-1", "mlm_accuracy", "{:.1%}"),
+        ("top-5", "mlm_top5_accuracy", "{:.1%}"),
+        ("NSP", "nsp_accuracy", "{:.1%}"),
+    )
+    lines = [
+        f"validation at step {validation['step']} (unigram baseline in brackets): "
+        + ", ".join(
+            f"{name} {form.format(validation[key])} ({form.format(unigram[key])})"
+            for name, key, form in shown
+            if key in validation
+        )
+    ]
     model, tokenizer = load_model(run_dir)
     for text in PROBES:
         guesses = fill_mask(model, tokenizer, text, top_k=3)[0]
         lines.append(f"fill-mask: {text}  ->  " + ", ".join(f"{token} ({p:.2f})" for token, p in guesses))
     if on_plateau(validation["mlm_perplexity"], unigram["mlm_perplexity"]):
-        lines.append(f"still on the plateau: perplexity {validation['mlm_perplexity']:.1f} is above "
-                     f"{PLATEAU_RATIO:.2f} x the unigram baseline's {unigram['mlm_perplexity']:.1f} (the line the GPU "
-                     f"runs crossed when they left it), so the model guesses little better than word frequencies; the "
-                     f"ways out: {WAYS_OUT}")
+        lines.append(
+            f"still on the plateau: perplexity {validation['mlm_perplexity']:.1f} is above "
+            f"{PLATEAU_RATIO:.2f} x the unigram baseline's {unigram['mlm_perplexity']:.1f} (the line the GPU "
+            f"runs crossed when they left it), so the model guesses little better than word frequencies; the "
+            f"ways out: {WAYS_OUT}"
+        )
     return lines

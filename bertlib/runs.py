@@ -14,9 +14,24 @@ crash never leaves a broken file, and read back with clear errors. The checkpoin
 Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
 """
 
-__all__ = ["RUN_FORMAT", "RECIPES", "RunError", "read_metrics", "write_metrics", "is_run_folder", "write_run_config",
-           "check_new_run", "create_run", "check_vocabulary", "load_run", "RESUMABLE_FIELDS", "MOVABLE_FIELDS",
-           "absolute_references", "resumed_config"]
+__all__ = [
+    "RUN_FORMAT",
+    "RECIPES",
+    "RunError",
+    "read_metrics",
+    "write_metrics",
+    "is_run_folder",
+    "write_run_config",
+    "check_new_run",
+    "create_run",
+    "check_vocabulary",
+    "load_run",
+    "RESUMABLE_FIELDS",
+    "MOVABLE_FIELDS",
+    "absolute_references",
+    "resumed_config",
+    "trained_length",
+]
 
 import dataclasses
 import json
@@ -80,8 +95,11 @@ MAKERS = "`python -m bertlib pretrain`, `distil` or `finetune` with --output-dir
 def _read_run_config(run_dir: Path) -> dict:
     path = run_dir / "config.json"
     if not run_dir.is_dir():
-        raise RunError(f"no run folder {run_dir}" + (" (it is a file)" if run_dir.exists() else "") +
-                       f"; runs are made by {MAKERS}")
+        raise RunError(
+            f"no run folder {run_dir}"
+            + (" (it is a file)" if run_dir.exists() else "")
+            + f"; runs are made by {MAKERS}"
+        )
     if not path.exists():
         raise RunError(f"{run_dir} is not a bertlib run (no config.json); runs are made by {MAKERS}")
     try:
@@ -101,8 +119,13 @@ def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
-    atomic_write(run_dir / "config.json", json.dumps(
-        {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2) + "\n")
+    atomic_write(
+        run_dir / "config.json",
+        json.dumps(
+            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2
+        )
+        + "\n",
+    )
 
 
 def check_new_run(run_dir: str | os.PathLike) -> None:
@@ -112,16 +135,17 @@ def check_new_run(run_dir: str | os.PathLike) -> None:
     if run_dir.exists() and not run_dir.is_dir():
         raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
     if run_dir.exists() and any(run_dir.iterdir()):
-        raise RunError(f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
-                       f"continue it, or choose another output folder")
+        raise RunError(
+            f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
+            f"continue it, or choose another output folder"
+        )
     import torch.distributed as dist  # only a torchrun group needs it
 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
 
 
-def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig,
-               tokenizer: Tokenizer) -> Path:
+def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> Path:
     """Make a new run folder with its `config.json` and tokenizer, all at once: the files are written to a
     temporary folder that is then renamed, so a crash leaves either no run or a whole one."""
     run_dir = Path(run_dir)
@@ -138,9 +162,11 @@ def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunCon
 def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
     "Raise a RunError unless the tokenizer and the model have the same vocabulary size."
     if tokenizer.get_vocab_size() != config.vocab_size:
-        raise RunError(f"{where}: the tokenizer has {tokenizer.get_vocab_size():,} tokens but the model's vocab_size "
-                       f"is {config.vocab_size:,}; use the tokenizer the model was trained with, or set the model's "
-                       f"vocab_size to match")
+        raise RunError(
+            f"{where}: the tokenizer has {tokenizer.get_vocab_size():,} tokens but the model's vocab_size "
+            f"is {config.vocab_size:,}; use the tokenizer the model was trained with, or set the model's "
+            f"vocab_size to match"
+        )
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
@@ -156,8 +182,20 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokeniz
 
 
 # settings a resumed run may change; all others define what is learned and must stay as they were
-RESUMABLE_FIELDS = ("max_steps", "epochs", "log_every", "eval_every", "eval_batches", "save_every",
-                    "keep_checkpoints", "device", "compile", "num_workers", "on_nan", "threads")
+RESUMABLE_FIELDS = (
+    "max_steps",
+    "epochs",
+    "log_every",
+    "eval_every",
+    "eval_batches",
+    "save_every",
+    "keep_checkpoints",
+    "device",
+    "compile",
+    "num_workers",
+    "on_nan",
+    "threads",
+)
 # where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
 # anew once the recorded one is gone
 MOVABLE_FIELDS = ("teacher", "source")
@@ -166,29 +204,51 @@ MOVABLE_FIELDS = ("teacher", "source")
 def absolute_references(cfg: RunConfig) -> RunConfig:
     """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
     the run resumes from any working directory (a hub id stays as it is)."""
-    local = {name: str(Path(value).resolve()) for name in MOVABLE_FIELDS
-             if (value := getattr(cfg, name, None)) and Path(value).exists()}
+    local = {
+        name: str(Path(value).resolve())
+        for name in MOVABLE_FIELDS
+        if (value := getattr(cfg, name, None)) and Path(value).exists()
+    }
     return dataclasses.replace(cfg, **local) if local else cfg
 
 
-def resumed_config(run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
-                   ) -> tuple[BertConfig, RunConfig, Tokenizer]:
+def resumed_config(
+    run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
+) -> tuple[BertConfig, RunConfig, Tokenizer]:
     """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that changes only
     fields in `RESUMABLE_FIELDS` (or, once the recorded folder is gone, points a `MOVABLE_FIELDS` one anew). `kind` is
     the settings class the resuming recipe expects. Local references come back absolute (`absolute_references`)."""
     run_dir = Path(run_dir)
     model_config, saved_cfg, tokenizer = load_run(run_dir)
     if not isinstance(saved_cfg, kind):
-        raise RunError(f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
-                       f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`")
+        raise RunError(
+            f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
+            f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`"
+        )
     saved_cfg = absolute_references(saved_cfg)
     if cfg is None:
         return model_config, saved_cfg, tokenizer
     cfg = absolute_references(cfg)
-    changed = {f.name for f in dataclasses.fields(saved_cfg) if f.name not in RESUMABLE_FIELDS
-               and getattr(cfg, f.name) != getattr(saved_cfg, f.name)}
+    changed = {
+        f.name
+        for f in dataclasses.fields(saved_cfg)
+        if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) != getattr(saved_cfg, f.name)
+    }
     moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
     if changed - moved:
-        raise RunError(f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
-                       f"{run_dir / 'config.json'}; start a new run to change them")
+        raise RunError(
+            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
+            f"{run_dir / 'config.json'}; start a new run to change them"
+        )
     return model_config, cfg, tokenizer
+
+
+def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
+    """The longest sequences the source's encoder was trained on, which fine-tuning must not exceed: a bertlib run's
+    training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
+    not record it; Google's BERTs trained their last phase at 512)."""
+    path = Path(source)
+    if not is_run_folder(path):
+        return model_config.max_position_embeddings
+    cfg = load_run(path)[1]
+    return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings

@@ -5,11 +5,33 @@ Written by hand; `bertlib.tasks` is the entry point (it says where the data come
 `bertlib.helpers`.
 """
 
-__all__ = ["TASK_NAMES", "SPLITS", "SST2_LABELS", "RTE_LABELS", "CONLL_TAGS", "ENTITY_TYPES",
-           "SQUAD_OFFLINE_EVAL_ARTICLES", "QUICK_SIZES", "TaskDataError", "TaskFileMissing", "TaskInfo", "TASKS",
-           "ClassificationExample", "TaggedSentence", "Answer", "SquadExample", "Example", "iob2_problem",
-           "iob2_entities", "iob2_step", "shown", "task_error", "classification_example", "tagged_sentence",
-           "squad_example"]
+__all__ = [
+    "TASK_NAMES",
+    "SPLITS",
+    "SST2_LABELS",
+    "RTE_LABELS",
+    "CONLL_TAGS",
+    "ENTITY_TYPES",
+    "SQUAD_OFFLINE_EVAL_ARTICLES",
+    "QUICK_SIZES",
+    "TaskDataError",
+    "TaskFileMissing",
+    "TaskInfo",
+    "TASKS",
+    "ClassificationExample",
+    "TaggedSentence",
+    "Answer",
+    "SquadExample",
+    "Example",
+    "iob2_problem",
+    "iob2_entities",
+    "iob2_step",
+    "shown",
+    "task_error",
+    "classification_example",
+    "tagged_sentence",
+    "squad_example",
+]
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +59,7 @@ class TaskFileMissing(TaskDataError, FileNotFoundError):
 @dataclass(frozen=True)
 class TaskInfo:
     """What a task is: its splits, labels, metric, and where its data lives on the hub and on disk."""
+
     name: str
     title: str
     kind: Literal["sequence", "pair", "token", "span"]  # which fine-tuning pattern (and head) it needs
@@ -50,18 +73,54 @@ class TaskInfo:
 
 
 TASKS: dict[str, TaskInfo] = {
-    "sst2": TaskInfo("sst2", "GLUE SST-2 (sentiment of a movie-review sentence)", "sequence",
-                     ("train", "validation"), SST2_LABELS, "accuracy", "nyu-mll/glue", "sst2", "glue/SST-2",
-                     {"train": "train.tsv", "validation": "dev.tsv"}),
-    "rte": TaskInfo("rte", "GLUE RTE (does sentence 1 entail sentence 2?)", "pair",
-                    ("train", "validation"), RTE_LABELS, "accuracy", "nyu-mll/glue", "rte", "glue/RTE",
-                    {"train": "train.tsv", "validation": "dev.tsv"}),
-    "conll2003": TaskInfo("conll2003", "CoNLL-2003 English named entities (PER, ORG, LOC, MISC; IOB2 tags)",
-                          "token", ("train", "validation", "test"), CONLL_TAGS, "entity_f1", "eriktks/conll2003",
-                          None, "conll2003", {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"}),
-    "squad": TaskInfo("squad", "SQuAD v1.1 (answer = a span of the paragraph)", "span", ("train", "validation"),
-                      (), "squad", "rajpurkar/squad", "plain_text", "squad",
-                      {"train": "dev-v1.1.json", "validation": "dev-v1.1.json"}),
+    "sst2": TaskInfo(
+        "sst2",
+        "GLUE SST-2 (sentiment of a movie-review sentence)",
+        "sequence",
+        ("train", "validation"),
+        SST2_LABELS,
+        "accuracy",
+        "nyu-mll/glue",
+        "sst2",
+        "glue/SST-2",
+        {"train": "train.tsv", "validation": "dev.tsv"},
+    ),
+    "rte": TaskInfo(
+        "rte",
+        "GLUE RTE (does sentence 1 entail sentence 2?)",
+        "pair",
+        ("train", "validation"),
+        RTE_LABELS,
+        "accuracy",
+        "nyu-mll/glue",
+        "rte",
+        "glue/RTE",
+        {"train": "train.tsv", "validation": "dev.tsv"},
+    ),
+    "conll2003": TaskInfo(
+        "conll2003",
+        "CoNLL-2003 English named entities (PER, ORG, LOC, MISC; IOB2 tags)",
+        "token",
+        ("train", "validation", "test"),
+        CONLL_TAGS,
+        "entity_f1",
+        "eriktks/conll2003",
+        None,
+        "conll2003",
+        {"train": "train.txt", "validation": "valid.txt", "test": "test.txt"},
+    ),
+    "squad": TaskInfo(
+        "squad",
+        "SQuAD v1.1 (answer = a span of the paragraph)",
+        "span",
+        ("train", "validation"),
+        (),
+        "squad",
+        "rajpurkar/squad",
+        "plain_text",
+        "squad",
+        {"train": "dev-v1.1.json", "validation": "dev-v1.1.json"},
+    ),
 }
 
 
@@ -69,6 +128,7 @@ TASKS: dict[str, TaskInfo] = {
 class ClassificationExample:
     """One sentence (SST-2) or sentence pair (RTE, `text_pair`) with its class `label`, an index into
     `label_names`. The names follow HF tokenizers: `tokenizer(text, text_pair)` encodes it."""
+
     text: str
     label: int
     label_names: tuple[str, ...]
@@ -82,6 +142,7 @@ class ClassificationExample:
 @dataclass(frozen=True)
 class TaggedSentence:
     """One CoNLL-2003 sentence: its words and their IOB2 tags (strings from `tag_names`)."""
+
     words: tuple[str, ...]
     tags: tuple[str, ...]
     tag_names: tuple[str, ...] = CONLL_TAGS
@@ -105,6 +166,7 @@ class TaggedSentence:
 @dataclass(frozen=True)
 class Answer:
     """One gold answer of a SQuAD question: its text and the character where it starts in the context."""
+
     text: str
     start: int
 
@@ -118,6 +180,7 @@ class Answer:
 class SquadExample:
     """One SQuAD v1.1 question about a paragraph (`context`) of the Wikipedia article `title`, with its gold
     answers (usually 1 in train and 3 in dev, some repeated)."""
+
     id: str
     title: str
     context: str
@@ -145,8 +208,10 @@ def iob2_step(previous: str, tag: str, allowed: Sequence[str]) -> str | None:
     if tag not in allowed:
         return f"tag {shown(tag)} is not one of {', '.join(allowed)}"
     if tag.startswith("I-") and previous[2:] != tag[2:]:
-        return (f"tag {tag!r} follows {previous!r}: in IOB2 an entity starts with B-{tag[2:]} "
-                f"(IOB1 data? convert it to IOB2)")
+        return (
+            f"tag {tag!r} follows {previous!r}: in IOB2 an entity starts with B-{tag[2:]} "
+            f"(IOB1 data? convert it to IOB2)"
+        )
     return None
 
 
@@ -185,11 +250,15 @@ def _text(value: Any, what: str, where: str) -> str:
 
 def classification_example(task: TaskInfo, text: Any, text_pair: Any, label: int, where: str) -> ClassificationExample:
     if not isinstance(label, int) or isinstance(label, bool) or not 0 <= label < len(task.label_names):
-        raise task_error(where, f"label {shown(label)} is outside the {task.name} labels "
-                           f"({', '.join(f'{i}={n}' for i, n in enumerate(task.label_names))})")
+        raise task_error(
+            where,
+            f"label {shown(label)} is outside the {task.name} labels "
+            f"({', '.join(f'{i}={n}' for i, n in enumerate(task.label_names))})",
+        )
     pair = None if task.kind == "sequence" else _text(text_pair, "sentence2", where)
-    return ClassificationExample(_text(text, "sentence" if pair is None else "sentence1", where), label,
-                                 task.label_names, pair)
+    return ClassificationExample(
+        _text(text, "sentence" if pair is None else "sentence1", where), label, task.label_names, pair
+    )
 
 
 def tagged_sentence(words: Sequence[Any], tags: Sequence[str], where: str) -> TaggedSentence:
@@ -206,8 +275,9 @@ def tagged_sentence(words: Sequence[Any], tags: Sequence[str], where: str) -> Ta
     return TaggedSentence(tuple(words), tuple(tags))
 
 
-def squad_example(qid: Any, title: Any, context: Any, question: Any, texts: Any, starts: Any,
-           where: str) -> SquadExample:
+def squad_example(
+    qid: Any, title: Any, context: Any, question: Any, texts: Any, starts: Any, where: str
+) -> SquadExample:
     if not isinstance(qid, str) or not qid.strip():
         raise task_error(where, f"question id is {shown(qid)}, not a non-empty string")
     where = f"{where}, question id {qid}"
@@ -223,10 +293,12 @@ def squad_example(qid: Any, title: Any, context: Any, question: Any, texts: Any,
         if not isinstance(text, str) or not text.strip():
             raise task_error(where, f"answer text {shown(text)} is empty")
         valid_start = isinstance(start, int) and not isinstance(start, bool) and start >= 0
-        if not valid_start or context[start:start + len(text)] != text:
-            found = context[start:start + len(text)] if valid_start else None
-            raise task_error(where, f"answer {shown(text)} does not occur at its start offset {shown(start)} "
-                               f"(the context has {shown(found)} there)")
+        if not valid_start or context[start : start + len(text)] != text:
+            found = context[start : start + len(text)] if valid_start else None
+            raise task_error(
+                where,
+                f"answer {shown(text)} does not occur at its start offset {shown(start)} "
+                f"(the context has {shown(found)} there)",
+            )
         answers.append(Answer(text, start))
     return SquadExample(qid, str(title or ""), context, question, tuple(answers))
-

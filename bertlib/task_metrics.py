@@ -16,8 +16,17 @@ gold answers; a question without a prediction scores 0, as in the official scrip
 Written by hand (no notebook exports it). Evaluation floor: imports helpers and tasks.
 """
 
-__all__ = ["NER_MODES", "accuracy", "entity_scores", "entity_report", "normalize_answer", "exact_match",
-           "answer_f1", "squad_scores", "task_scores"]
+__all__ = [
+    "NER_MODES",
+    "accuracy",
+    "entity_scores",
+    "entity_report",
+    "normalize_answer",
+    "exact_match",
+    "answer_f1",
+    "squad_scores",
+    "task_scores",
+]
 
 import re
 import string
@@ -41,8 +50,9 @@ def accuracy(predictions: Sequence[int], labels: Sequence[int]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- NER
-def _check_tag_sequences(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]
-                         ) -> tuple[list[list[str]], list[list[str]]]:
+def _check_tag_sequences(
+    true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]]
+) -> tuple[list[list[str]], list[list[str]]]:
     if len(true_tags) != len(pred_tags):
         raise ValueError(f"{len(pred_tags)} predicted sentences for {len(true_tags)} gold sentences")
     if not true_tags:
@@ -64,8 +74,9 @@ def _seqeval_mode(mode: str) -> dict[str, Any]:
     return {"mode": "strict", "scheme": IOB2}
 
 
-def entity_scores(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]], *,
-                  mode: str = "conlleval") -> dict[str, Any]:
+def entity_scores(
+    true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]], *, mode: str = "conlleval"
+) -> dict[str, Any]:
     """Entity-level scores of predicted IOB2 tags against gold ones, one list of tags per sentence, by seqeval.
 
     Returns `precision`, `recall` and `f1` (micro-averaged over entities: an entity counts only when its type
@@ -81,16 +92,28 @@ def entity_scores(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequen
         warnings.simplefilter("ignore")
         report = classification_report(y_true, y_pred, output_dict=True, zero_division=0, **_seqeval_mode(mode))
     micro = report.pop("micro avg")
-    per_type = {name: {"precision": float(s["precision"]), "recall": float(s["recall"]),
-                       "f1": float(s["f1-score"]), "support": int(s["support"])}
-                for name, s in sorted(report.items()) if not name.endswith(" avg")}
-    return {"precision": float(micro["precision"]), "recall": float(micro["recall"]),
-            "f1": float(micro["f1-score"]), "token_accuracy": float(accuracy_score(y_true, y_pred)),
-            "per_type": per_type}
+    per_type = {
+        name: {
+            "precision": float(s["precision"]),
+            "recall": float(s["recall"]),
+            "f1": float(s["f1-score"]),
+            "support": int(s["support"]),
+        }
+        for name, s in sorted(report.items())
+        if not name.endswith(" avg")
+    }
+    return {
+        "precision": float(micro["precision"]),
+        "recall": float(micro["recall"]),
+        "f1": float(micro["f1-score"]),
+        "token_accuracy": float(accuracy_score(y_true, y_pred)),
+        "per_type": per_type,
+    }
 
 
-def entity_report(true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]], *,
-                  mode: str = "conlleval", digits: int = 4) -> str:
+def entity_report(
+    true_tags: Sequence[Sequence[str]], pred_tags: Sequence[Sequence[str]], *, mode: str = "conlleval", digits: int = 4
+) -> str:
     "seqeval's text report: precision, recall, F1 and support per entity type, then the averages."
     import warnings
 
@@ -155,16 +178,19 @@ def squad_scores(predictions: Mapping[str, str], examples: Iterable[SquadExample
     ids = {e.id for e in examples}
     unknown = [qid for qid in predictions if qid not in ids]
     if unknown:
-        raise ValueError(f"{len(unknown)} predictions are for questions not among the examples, "
-                         f"e.g. {unknown[0]!r}")
+        raise ValueError(f"{len(unknown)} predictions are for questions not among the examples, e.g. {unknown[0]!r}")
     em = f1 = 0.0
     for e in examples:
         if e.id in predictions:
             golds = [a.text for a in e.answers]
             em += exact_match(predictions[e.id], golds)
             f1 += answer_f1(predictions[e.id], golds)
-    return {"exact_match": em / len(examples), "f1": f1 / len(examples), "count": len(examples),
-            "answered": sum(e.id in predictions for e in examples)}
+    return {
+        "exact_match": em / len(examples),
+        "f1": f1 / len(examples),
+        "count": len(examples),
+        "answered": sum(e.id in predictions for e in examples),
+    }
 
 
 # ----------------------------------------------------------------------------------------- one entry point
@@ -180,8 +206,9 @@ def task_scores(task: str, predictions: Any, examples: Sequence[Any], *, mode: s
     kinds = {"accuracy": ClassificationExample, "entity_f1": TaggedSentence, "squad": SquadExample}
     wrong = next((i for i, e in enumerate(examples) if not isinstance(e, kinds[metric])), None)
     if wrong is not None:
-        raise ValueError(f"{task} scores {kinds[metric].__name__}s, but example {wrong} is "
-                         f"{type(examples[wrong]).__name__}")
+        raise ValueError(
+            f"{task} scores {kinds[metric].__name__}s, but example {wrong} is {type(examples[wrong]).__name__}"
+        )
     if metric == "accuracy":
         return {"accuracy": accuracy(predictions, [e.label for e in examples])}
     if metric == "entity_f1":

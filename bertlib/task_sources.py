@@ -6,9 +6,15 @@ Written by hand; `bertlib.tasks` is the entry point. Data floor: imports only `b
 `bertlib.task_examples`.
 """
 
-
-__all__ = ["local_file", "read_glue_tsv", "read_conll", "split_squad_dev", "hub_classification", "hub_conll",
-           "hub_squad"]
+__all__ = [
+    "local_file",
+    "read_glue_tsv",
+    "read_conll",
+    "split_squad_dev",
+    "hub_classification",
+    "hub_conll",
+    "hub_squad",
+]
 
 import json
 from collections.abc import Sequence
@@ -44,7 +50,8 @@ def local_file(task: TaskInfo, split: str, root: Path) -> Path:
         raise TaskFileMissing(
             f"{path}: no such file. Put the {task.name} files ({files}) in <DIR>/{task.local_folder}/ "
             f"and set {DATA_DIR_ENV}=<DIR> (or pass data_dir=<DIR>), or unset {DATA_DIR_ENV} to load "
-            f"{task.hub_path} from the HuggingFace hub")
+            f"{task.hub_path} from the HuggingFace hub"
+        )
     return path
 
 
@@ -74,8 +81,11 @@ def read_glue_tsv(task: TaskInfo, path: Path) -> list[ClassificationExample]:
     header = lines[0].split("\t")
     missing = [c for c in needed if c not in header]
     if missing:
-        raise task_error(f"{path}, line 1", f"the header {shown(header, 100)} lacks the column(s) "
-                                       f"{', '.join(map(repr, missing))} (GLUE {task.name} needs {', '.join(needed)})")
+        raise task_error(
+            f"{path}, line 1",
+            f"the header {shown(header, 100)} lacks the column(s) "
+            f"{', '.join(map(repr, missing))} (GLUE {task.name} needs {', '.join(needed)})",
+        )
     at = [header.index(c) for c in needed]
     values = _GLUE_FILE_LABELS[task.name]
     examples = []
@@ -83,12 +93,16 @@ def read_glue_tsv(task: TaskInfo, path: Path) -> list[ClassificationExample]:
         where = f"{path}, line {number}"
         cells = line.split("\t")
         if len(cells) != len(header):
-            raise task_error(where, f"expected {len(header)} tab-separated columns as in the header, "
-                                    f"found {len(cells)}")
+            raise task_error(
+                where, f"expected {len(header)} tab-separated columns as in the header, found {len(cells)}"
+            )
         label = cells[at[-1]].strip()
         if label not in values:
-            raise task_error(where, f"label {shown(label)} is not one of {', '.join(map(repr, values))} "
-                               f"({', '.join(f'{v}={n}' for v, n in zip(values, task.label_names, strict=True))})")
+            raise task_error(
+                where,
+                f"label {shown(label)} is not one of {', '.join(map(repr, values))} "
+                f"({', '.join(f'{v}={n}' for v, n in zip(values, task.label_names, strict=True))})",
+            )
         pair = cells[at[1]] if task.kind == "pair" else None
         examples.append(classification_example(task, cells[at[0]], pair, values.index(label), where))
     return examples
@@ -115,8 +129,10 @@ def read_conll(path: Path) -> list[TaggedSentence]:
             flush()
             continue
         if len(cells) != 4:
-            raise task_error(f"{path}, line {number}", f"expected 4 space-separated columns (word POS chunk NER), "
-                                                  f"found {len(cells)}: {shown(line)}")
+            raise task_error(
+                f"{path}, line {number}",
+                f"expected 4 space-separated columns (word POS chunk NER), found {len(cells)}: {shown(line)}",
+            )
         if not words:
             first = number
         problem = iob2_step(tags[-1] if tags else "O", cells[3], CONLL_TAGS)
@@ -153,11 +169,19 @@ def _read_squad_articles(path: Path) -> list[list[SquadExample]]:
                     raise task_error(f"{where}, paragraph {p}", f"a question is {shown(qa)}, not an object")
                 answers = qa.get("answers")
                 if not isinstance(answers, list) or not all(isinstance(x, dict) for x in answers):
-                    raise task_error(f"{path}, question id {qa.get('id')}", "'answers' must be a list of objects "
-                                                                       "with 'text' and 'answer_start'")
-                example = squad_example(qa.get("id"), article.get("title"), paragraph.get("context"),
-                                        qa.get("question"), [x.get("text") for x in answers],
-                                        [x.get("answer_start") for x in answers], str(path))
+                    raise task_error(
+                        f"{path}, question id {qa.get('id')}",
+                        "'answers' must be a list of objects with 'text' and 'answer_start'",
+                    )
+                example = squad_example(
+                    qa.get("id"),
+                    article.get("title"),
+                    paragraph.get("context"),
+                    qa.get("question"),
+                    [x.get("text") for x in answers],
+                    [x.get("answer_start") for x in answers],
+                    str(path),
+                )
                 if example.id in seen:
                     raise task_error(f"{path}, question id {example.id}", "the id is used twice")
                 seen.add(example.id)
@@ -169,8 +193,11 @@ def _read_squad_articles(path: Path) -> list[list[SquadExample]]:
 def split_squad_dev(path: Path, split: str) -> list[SquadExample]:
     articles = _read_squad_articles(path)
     if len(articles) <= SQUAD_OFFLINE_EVAL_ARTICLES:
-        raise task_error(str(path), f"{len(articles)} articles; the offline train/validation split keeps the last "
-                               f"{SQUAD_OFFLINE_EVAL_ARTICLES} for validation and needs more than that")
+        raise task_error(
+            str(path),
+            f"{len(articles)} articles; the offline train/validation split keeps the last "
+            f"{SQUAD_OFFLINE_EVAL_ARTICLES} for validation and needs more than that",
+        )
     cut = len(articles) - SQUAD_OFFLINE_EVAL_ARTICLES
     chosen = articles[:cut] if split == "train" else articles[cut:]
     return [q for article in chosen for q in article]
@@ -179,13 +206,16 @@ def split_squad_dev(path: Path, split: str) -> list[SquadExample]:
 # ------------------------------------------------------------------------------------------------------ hub
 def _hub_dataset(task: TaskInfo, split: str):
     "`datasets.load_dataset` for a task's split, with the parquet export for hub datasets that keep a script."
-    help_offline = (f"without internet, put the files in <DIR>/{task.local_folder}/ and set {DATA_DIR_ENV}=<DIR> "
-                    f"(or pass data_dir=<DIR>)")
+    help_offline = (
+        f"without internet, put the files in <DIR>/{task.local_folder}/ and set {DATA_DIR_ENV}=<DIR> "
+        f"(or pass data_dir=<DIR>)"
+    )
     try:
         import datasets
     except ImportError as err:
-        raise ImportError(f"loading {task.name} from the hub needs the `datasets` package (pip install datasets); "
-                          f"{help_offline}") from err
+        raise ImportError(
+            f"loading {task.name} from the hub needs the `datasets` package (pip install datasets); {help_offline}"
+        ) from err
     args = (task.hub_path,) if task.hub_config is None else (task.hub_path, task.hub_config)
     try:
         try:
@@ -198,16 +228,21 @@ def _hub_dataset(task: TaskInfo, split: str):
             return datasets.load_dataset(*args, split=split, revision=SCRIPT_FALLBACK_REVISION)
     except Exception as err:  # datasets raises many types (ConnectionError, OSError, HfHubHTTPError, ...)
         first = str(err).splitlines()[0] if str(err) else ""
-        raise ConnectionError(f"could not load {task.hub_path!r} ({task.hub_config or 'default'}, {split}) from the "
-                              f"HuggingFace hub: {type(err).__name__}: {first}. If this machine is offline, "
-                              f"{help_offline}.") from err
+        raise ConnectionError(
+            f"could not load {task.hub_path!r} ({task.hub_config or 'default'}, {split}) from the "
+            f"HuggingFace hub: {type(err).__name__}: {first}. If this machine is offline, "
+            f"{help_offline}."
+        ) from err
 
 
 def _hub_columns(ds, needed: Sequence[str], where: str) -> None:
     missing = [c for c in needed if c not in ds.column_names]
     if missing:
-        raise task_error(where, f"the hub dataset lacks the column(s) {', '.join(map(repr, missing))} "
-                           f"(it has {', '.join(ds.column_names)})")
+        raise task_error(
+            where,
+            f"the hub dataset lacks the column(s) {', '.join(map(repr, missing))} "
+            f"(it has {', '.join(ds.column_names)})",
+        )
 
 
 def _hub_names(ds, column: str, where: str) -> list[str]:
@@ -228,8 +263,12 @@ def hub_classification(task: TaskInfo, split: str) -> list[ClassificationExample
     names = _hub_names(ds, "label", where)
     if tuple(names) != task.label_names:
         raise task_error(where, f"label names {names} differ from the expected {list(task.label_names)}")
-    return [classification_example(task, row[columns[0]], row[columns[-1]] if task.kind == "pair" else None,
-                                   row["label"], f"{where} row {i}") for i, row in enumerate(ds)]
+    return [
+        classification_example(
+            task, row[columns[0]], row[columns[-1]] if task.kind == "pair" else None, row["label"], f"{where} row {i}"
+        )
+        for i, row in enumerate(ds)
+    ]
 
 
 def hub_conll(task: TaskInfo, split: str) -> list[TaggedSentence]:
@@ -256,8 +295,15 @@ def hub_squad(task: TaskInfo, split: str) -> list[SquadExample]:
     examples = []
     for i, row in enumerate(ds):
         answers = row["answers"] if isinstance(row["answers"], dict) else {}
-        examples.append(squad_example(row["id"], row["title"], row["context"], row["question"], answers.get("text"),
-                               answers.get("answer_start"), f"{where} row {i}"))
+        examples.append(
+            squad_example(
+                row["id"],
+                row["title"],
+                row["context"],
+                row["question"],
+                answers.get("text"),
+                answers.get("answer_start"),
+                f"{where} row {i}",
+            )
+        )
     return examples
-
-

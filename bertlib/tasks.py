@@ -26,10 +26,33 @@ Written by hand (no notebook exports it). The entry point of three modules on th
 `bertlib.task_examples` holds the examples and their checks, `bertlib.task_sources` reads files and the hub.
 """
 
-__all__ = ["TASK_NAMES", "SPLITS", "SST2_LABELS", "RTE_LABELS", "CONLL_TAGS", "ENTITY_TYPES",
-           "SQUAD_OFFLINE_EVAL_ARTICLES", "QUICK_SIZES", "TaskDataError", "TaskFileMissing", "TaskInfo", "TASKS",
-           "ClassificationExample", "TaggedSentence", "Answer", "SquadExample", "Example", "iob2_problem",
-           "iob2_entities", "load_sst2", "load_rte", "load_conll2003", "load_squad", "load_task", "quick_slice"]
+__all__ = [
+    "TASK_NAMES",
+    "SPLITS",
+    "SST2_LABELS",
+    "RTE_LABELS",
+    "CONLL_TAGS",
+    "ENTITY_TYPES",
+    "SQUAD_OFFLINE_EVAL_ARTICLES",
+    "QUICK_SIZES",
+    "TaskDataError",
+    "TaskFileMissing",
+    "TaskInfo",
+    "TASKS",
+    "ClassificationExample",
+    "TaggedSentence",
+    "Answer",
+    "SquadExample",
+    "Example",
+    "iob2_problem",
+    "iob2_entities",
+    "load_sst2",
+    "load_rte",
+    "load_conll2003",
+    "load_squad",
+    "load_task",
+    "quick_slice",
+]
 
 import os
 from collections.abc import Callable, Sequence
@@ -71,9 +94,15 @@ from .task_sources import (
 
 _E = TypeVar("_E")
 
+
 # ---------------------------------------------------------------------------------------------------- loading
-def _load(name: str, split: str, data_dir: str | os.PathLike | None,
-          local: Callable[[TaskInfo, Path, str], list], hub: Callable[[TaskInfo, str], list]) -> list:
+def _load(
+    name: str,
+    split: str,
+    data_dir: str | os.PathLike | None,
+    local: Callable[[TaskInfo, Path, str], list],
+    hub: Callable[[TaskInfo, str], list],
+) -> list:
     task = TASKS[name]
     check_choice("split", split, task.splits)
     root = resolve_data_dir(data_dir)
@@ -105,8 +134,12 @@ def load_squad(split: str = "train", data_dir: str | os.PathLike | None = None) 
     return _load("squad", split, data_dir, lambda t, p, s: split_squad_dev(p, s), hub_squad)
 
 
-_LOADERS: dict[str, Callable[..., list]] = {"sst2": load_sst2, "rte": load_rte, "conll2003": load_conll2003,
-                                            "squad": load_squad}
+_LOADERS: dict[str, Callable[..., list]] = {
+    "sst2": load_sst2,
+    "rte": load_rte,
+    "conll2003": load_conll2003,
+    "squad": load_squad,
+}
 
 
 def quick_slice(examples: Sequence[_E], size: int) -> list[_E]:
@@ -118,8 +151,9 @@ def quick_slice(examples: Sequence[_E], size: int) -> list[_E]:
     return list(examples) if n <= size else [examples[i * n // size] for i in range(size)]
 
 
-def load_task(name: str, split: str, data_dir: str | os.PathLike | None = None, *,
-              quick: bool = False) -> list[Example]:
+def load_task(
+    name: str, split: str, data_dir: str | os.PathLike | None = None, *, quick: bool = False
+) -> list[Example]:
     """The examples of task `name` ('sst2', 'rte', 'conll2003', 'squad'; see `TASKS`) in `split`, from
     `data_dir` or `$BERTLIB_DATA_DIR` when set, else from the hub. `quick=True` (pass
     `bertlib.helpers.quick_mode()`) returns `quick_slice` of `QUICK_SIZES[split]` examples, for CI."""

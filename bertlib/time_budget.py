@@ -34,15 +34,27 @@ def same_on_every_process(value: int) -> int:
     return shared[0]
 
 
-def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: PretrainingDataset | PackedDataset,
-                     valid_loader: torch.utils.data.DataLoader, seconds_left: float) -> tuple[int, dict]:
+def steps_for_budget(
+    model_config: BertConfig,
+    cfg: PretrainConfig,
+    dataset: PretrainingDataset | PackedDataset,
+    valid_loader: torch.utils.data.DataLoader,
+    seconds_left: float,
+) -> tuple[int, dict]:
     """How many steps of `cfg` fit in `seconds_left`, validations included, timed on a throwaway copy of the
     model (`CALIBRATION_STEPS` steps and one validation); the timing run's own time is taken off first.
     Returns the steps and what was measured."""
     start = time.perf_counter()
     probe = build_model(model_config, cfg)
-    timing = replace(cfg, max_steps=CALIBRATION_STEPS, epochs=None, time_budget=None, log_every=CALIBRATION_STEPS,
-                     eval_every=CALIBRATION_STEPS + 1, save_every=CALIBRATION_STEPS + 1)
+    timing = replace(
+        cfg,
+        max_steps=CALIBRATION_STEPS,
+        epochs=None,
+        time_budget=None,
+        log_every=CALIBRATION_STEPS,
+        eval_every=CALIBRATION_STEPS + 1,
+        save_every=CALIBRATION_STEPS + 1,
+    )
     train(probe, dataset, timing, show_progress=False)
     step_s = (time.perf_counter() - start) / CALIBRATION_STEPS
     start_eval = time.perf_counter()
@@ -53,5 +65,3 @@ def steps_for_budget(model_config: BertConfig, cfg: PretrainConfig, dataset: Pre
     while steps > 1 and steps * step_s + math.ceil(steps / cfg.eval_every) * eval_s > left:
         steps = max(1, int((left - math.ceil(steps / cfg.eval_every) * eval_s) / step_s))
     return steps, {"seconds_per_step": step_s, "seconds_per_validation": eval_s, "seconds_left": left}
-
-

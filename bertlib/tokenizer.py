@@ -26,10 +26,33 @@ PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = SPECIAL_IDS = tuple(range(len(SPECIAL_
 WIKITEXT_UNK = "<unk>"  # WikiText's marker for a word it removed; it becomes BERT's [UNK]
 CONTINUATION = "##"
 
-_WHITESPACE = {"\t", "\n", "\r", " ", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2028", "\u2029", "\u202f",
-               "\u205f", "\u3000", *map(chr, range(0x2000, 0x200B))}  # Unicode White_Space
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
-               (0x2B920, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_WHITESPACE = {
+    "\t",
+    "\n",
+    "\r",
+    " ",
+    "\x0b",
+    "\x0c",
+    "\x85",
+    "\xa0",
+    "\u1680",
+    "\u2028",
+    "\u2029",
+    "\u202f",
+    "\u205f",
+    "\u3000",
+    *map(chr, range(0x2000, 0x200B)),
+}  # Unicode White_Space
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B920, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def _is_control(ch: str) -> bool:
@@ -49,8 +72,9 @@ def _is_cjk(ch: str) -> bool:
 
 def normalize(text: str, lowercase: bool = True) -> str:
     "BERT's text normalisation: clean, space out CJK characters, and (when `lowercase`) strip accents and lower-case."
-    text = "".join(" " if ch in _WHITESPACE else ch for ch in text
-                   if ch not in ("\x00", "\ufffd") and not _is_control(ch))
+    text = "".join(
+        " " if ch in _WHITESPACE else ch for ch in text if ch not in ("\x00", "\ufffd") and not _is_control(ch)
+    )
     text = "".join(f" {ch} " if _is_cjk(ch) else ch for ch in text)
     if lowercase:
         text = "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
@@ -76,8 +100,9 @@ def pre_tokenize(text: str) -> list[str]:
     return words
 
 # %% ../notebooks/01_wordpiece.ipynb #c009
-def wordpiece(word: str, vocab: dict[str, int] | set[str], unk_token: str = UNK,
-              max_input_chars_per_word: int = 100) -> list[str]:
+def wordpiece(
+    word: str, vocab: dict[str, int] | set[str], unk_token: str = UNK, max_input_chars_per_word: int = 100
+) -> list[str]:
     "Split one word into the longest vocabulary pieces, left to right; `[UNK]` if any part cannot be matched."
     if len(word) > max_input_chars_per_word:
         return [unk_token]
@@ -109,8 +134,13 @@ class WordPieceTokenizer:
 
     `vocab` is a list of tokens (index = id), a token-to-id dict, or the path of a `vocab.txt`."""
 
-    def __init__(self, vocab: Sequence[str] | dict[str, int] | str | os.PathLike, lowercase: bool = True,
-                 unk_token: str = UNK, max_input_chars_per_word: int = 100):
+    def __init__(
+        self,
+        vocab: Sequence[str] | dict[str, int] | str | os.PathLike,
+        lowercase: bool = True,
+        unk_token: str = UNK,
+        max_input_chars_per_word: int = 100,
+    ):
         if isinstance(vocab, (str, os.PathLike)):
             vocab = Path(vocab).read_text(encoding="utf-8").splitlines()
         self.vocab = dict(vocab) if isinstance(vocab, dict) else {tok: i for i, tok in enumerate(vocab)}
@@ -162,7 +192,7 @@ class WordPieceTokenizer:
             if not out:
                 out = tok
             elif tok.startswith(CONTINUATION):
-                out += tok[len(CONTINUATION):]
+                out += tok[len(CONTINUATION) :]
             else:
                 out += tok if tok in (".", ",", "?", "!") else " " + tok
         return out
@@ -194,8 +224,9 @@ def _merge_pair(pieces: list[str], a: str, b: str) -> list[str]:
     return merged
 
 
-def train_wordpiece(word_freqs: dict[str, int], vocab_size: int, rule: str = "count",
-                    special_tokens: Sequence[str] = SPECIAL_TOKENS) -> tuple[list[str], list[tuple[str, str]]]:
+def train_wordpiece(
+    word_freqs: dict[str, int], vocab_size: int, rule: str = "count", special_tokens: Sequence[str] = SPECIAL_TOKENS
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Learn a WordPiece vocabulary from word counts: `(vocab, merges)`.
 
     `rule="count"` merges the most frequent adjacent pair; `rule="likelihood"` the pair with the largest
@@ -253,21 +284,31 @@ def add_bert_post_processor(tokenizer: Tokenizer) -> Tokenizer:
     "Give `tokenizer` BERT's template: `[CLS] A [SEP]`, or `[CLS] A [SEP] B [SEP]` with segment ids 0 then 1."
     ids = {t: tokenizer.token_to_id(t) for t in SPECIAL_TOKENS}
     tokenizer.post_processor = processors.TemplateProcessing(
-        single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
-        special_tokens=[(CLS, ids[CLS]), (SEP, ids[SEP])])
+        single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1", special_tokens=[(CLS, ids[CLS]), (SEP, ids[SEP])]
+    )
     return tokenizer
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, lowercase: bool = True,
-                    min_frequency: int = 0, show_progress: bool = False) -> Tokenizer:
+def train_tokenizer(
+    texts: Iterable[str],
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    lowercase: bool = True,
+    min_frequency: int = 0,
+    show_progress: bool = False,
+) -> Tokenizer:
     "Train a BERT WordPiece tokenizer (HF `tokenizers`) on `texts`; special tokens get ids 0-4."
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size={vocab_size} must exceed the {len(SPECIAL_TOKENS)} special tokens")
-    tokenizer = _configure(Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase,
-                           training=True)
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                        special_tokens=_special_tokens(), show_progress=show_progress,
-                                        continuing_subword_prefix=CONTINUATION)
+    tokenizer = _configure(
+        Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100)), lowercase, training=True
+    )
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=_special_tokens(),
+        show_progress=show_progress,
+        continuing_subword_prefix=CONTINUATION,
+    )
     tokenizer.train_from_iterator(texts, trainer)
     # The trainer breaks ties in hash order, which changes from process to process: the same pieces come
     # out in a different order. WordPiece only asks whether a piece is in the vocabulary, so sorting it
@@ -276,12 +317,18 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = DEFAULT_VOCAB_SIZE, 
     return tokenizer_from_vocab([*SPECIAL_TOKENS, *pieces], lowercase)
 
 
-def train_wikitext_tokenizer(vocab_size: int = DEFAULT_VOCAB_SIZE, lowercase: bool = True, *,
-                             config: str = "wikitext-2-v1", data_dir: str | os.PathLike | None = None,
-                             show_progress: bool = False) -> Tokenizer:
+def train_wikitext_tokenizer(
+    vocab_size: int = DEFAULT_VOCAB_SIZE,
+    lowercase: bool = True,
+    *,
+    config: str = "wikitext-2-v1",
+    data_dir: str | os.PathLike | None = None,
+    show_progress: bool = False,
+) -> Tokenizer:
     "The course's tokenizer: `train_tokenizer` on every paragraph of WikiText-2's train split."
-    return train_tokenizer(wikitext_paragraphs("train", config, data_dir), vocab_size, lowercase,
-                           show_progress=show_progress)
+    return train_tokenizer(
+        wikitext_paragraphs("train", config, data_dir), vocab_size, lowercase, show_progress=show_progress
+    )
 
 
 def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokenizer:
@@ -289,8 +336,10 @@ def tokenizer_from_vocab(vocab: Sequence[str], lowercase: bool = True) -> Tokeni
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
         raise ValueError(f"the vocabulary lacks the special tokens {missing}; BERT needs all of {SPECIAL_TOKENS}")
-    tokenizer = _configure(Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK,
-                                                      max_input_chars_per_word=100)), lowercase)
+    tokenizer = _configure(
+        Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token=UNK, max_input_chars_per_word=100)),
+        lowercase,
+    )
     tokens = _special_tokens()
     tokenizer.add_special_tokens([t for t in tokens if t.special])  # this call would make [UNK] special too
     tokenizer.add_tokens([t for t in tokens if not t.special])
@@ -317,8 +366,10 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     path = Path(path)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
-        raise FileNotFoundError(f"no tokenizer at {file}; train one with `python -m bertlib prepare` "
-                                f"or bertlib.tokenizer.train_tokenizer and save it with save_tokenizer")
+        raise FileNotFoundError(
+            f"no tokenizer at {file}; train one with `python -m bertlib prepare` "
+            f"or bertlib.tokenizer.train_tokenizer and save it with save_tokenizer"
+        )
     try:
         return Tokenizer.from_file(str(file))
     except Exception as err:  # the Rust side raises a bare Exception for malformed files

@@ -6,8 +6,21 @@ field's metadata holds its command-line help, so a new option is one edit here.
 Written by hand; notebook 07 presents it.
 """
 
-__all__ = ["SCHEDULES", "ON_NAN", "INITS", "OBJECTIVES", "Pairing", "SOFT_TARGETS", "parse_duration", "TrainConfig",
-           "PretrainDataConfig", "PretrainConfig", "DistilConfig", "default_seq_len", "FinetuneConfig"]
+__all__ = [
+    "SCHEDULES",
+    "ON_NAN",
+    "INITS",
+    "OBJECTIVES",
+    "Pairing",
+    "SOFT_TARGETS",
+    "parse_duration",
+    "TrainConfig",
+    "PretrainDataConfig",
+    "PretrainConfig",
+    "DistilConfig",
+    "default_seq_len",
+    "FinetuneConfig",
+]
 
 import dataclasses
 import math
@@ -49,9 +62,12 @@ class TrainConfig:
 
     max_steps: int | None = _option(None, "optimiser steps")
     epochs: float | None = _option(None, "passes over the training data instead of --max-steps")
-    time_budget: float | None = _option(None, "train for this long (90s, 20m, 1.5h) instead: the number of steps "
-                                              "is fixed from a short timing run, so the run stays reproducible",
-                                        parse=parse_duration)
+    time_budget: float | None = _option(
+        None,
+        "train for this long (90s, 20m, 1.5h) instead: the number of steps "
+        "is fixed from a short timing run, so the run stays reproducible",
+        parse=parse_duration,
+    )
     batch_size: int = _option(32, "sequences per optimiser step, over all processes and accumulation steps")
     grad_accum: int = _option(1, "micro-batches per optimiser step (gradient accumulation)")
     max_seq_len: int = _option(128, "tokens per sequence, special tokens included")
@@ -60,8 +76,11 @@ class TrainConfig:
     warmup_ratio: float = _option(0.06, "share of the steps spent warming the learning rate up from 0")
     schedule: str = _option("linear", "learning-rate decay after the warm-up", choices=SCHEDULES)
     max_grad_norm: float = _option(1.0, "clip the gradient's norm to this (> 0)")
-    on_nan: str = _option("stop", "a step whose loss or gradient is not finite: stop the run (keeping its good "
-                                  "checkpoints), or skip the step", choices=ON_NAN)
+    on_nan: str = _option(
+        "stop",
+        "a step whose loss or gradient is not finite: stop the run (keeping its good checkpoints), or skip the step",
+        choices=ON_NAN,
+    )
     seed: int = _option(0, "seed of the weights, data order, masks and dropout")
     log_every: int = _option(50, "steps between logged training losses")
     eval_every: int = _option(500, "steps between validations")
@@ -71,9 +90,12 @@ class TrainConfig:
     device: str = _option("auto", "'auto' (a GPU if there is one), 'cpu', 'cuda', 'cuda:1', ...")
     compile: bool = _option(False, "compile the model with torch.compile (best on a GPU)")
     num_workers: int | None = _option(None, "data loader processes (default: 0 on a CPU, 4 with a GPU)")
-    threads: int | None = _option(None, "CPU threads to train with (default: OMP_NUM_THREADS if set, else as many as "
-                                        "the CPUs idle when the run starts; recorded, so that a resumed run computes "
-                                        "exactly as before)")
+    threads: int | None = _option(
+        None,
+        "CPU threads to train with (default: OMP_NUM_THREADS if set, else as many as "
+        "the CPUs idle when the run starts; recorded, so that a resumed run computes "
+        "exactly as before)",
+    )
 
     def __post_init__(self) -> None:
         name = type(self).__name__
@@ -83,8 +105,21 @@ class TrainConfig:
         if (self.max_steps is None) == (self.epochs is None) and not (self.time_budget and self.epochs is None):
             # a time budget comes with max_steps once it has been turned into steps (`bertlib.pretraining`)
             raise ValueError(f"give exactly one of {name}.max_steps, {name}.epochs and {name}.time_budget")
-        check_positive_ints(self, ("max_steps", "batch_size", "grad_accum", "max_seq_len", "log_every", "eval_every",
-                                    "save_every", "keep_checkpoints", "eval_batches", "threads"))
+        check_positive_ints(
+            self,
+            (
+                "max_steps",
+                "batch_size",
+                "grad_accum",
+                "max_seq_len",
+                "log_every",
+                "eval_every",
+                "save_every",
+                "keep_checkpoints",
+                "eval_batches",
+                "threads",
+            ),
+        )
         check_positive(self, ("epochs", "lr", "max_grad_norm", "time_budget"))
         check_non_negative(self, ("weight_decay",))
         if self.num_workers is not None and (isinstance(self.num_workers, bool) or self.num_workers < 0):
@@ -138,8 +173,11 @@ class PretrainDataConfig(TrainConfig):
     pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
-    long_seq_len: int | None = _option(None, "train the last steps on sequences this long (BERT: 512 for the last "
-                                             "tenth), so that every position a fine-tuning task reads is trained")
+    long_seq_len: int | None = _option(
+        None,
+        "train the last steps on sequences this long (BERT: 512 for the last "
+        "tenth), so that every position a fine-tuning task reads is trained",
+    )
     long_share: float = _option(0.1, "the share of the steps at --long-seq-len")
 
     default_length: ClassVar[dict[str, Any]] = {"max_steps": 4000}
@@ -153,13 +191,17 @@ class PretrainDataConfig(TrainConfig):
             raise ValueError(f"{name}.mlm_probability={self.mlm_probability} is not valid; it must be in (0, 1)")
         check_positive_ints(self, ("long_seq_len",))
         if self.long_seq_len is not None and self.long_seq_len <= self.max_seq_len:
-            raise ValueError(f"{name}.long_seq_len={self.long_seq_len} is not valid; it must be longer than "
-                             f"max_seq_len={self.max_seq_len}")
+            raise ValueError(
+                f"{name}.long_seq_len={self.long_seq_len} is not valid; it must be longer than "
+                f"max_seq_len={self.max_seq_len}"
+            )
         if not 0 < self.long_share < 1:
             raise ValueError(f"{name}.long_share={self.long_share} is not valid; it must be in (0, 1)")
         if self.long_seq_len is not None and self.time_budget is not None:
-            raise ValueError(f"{name}.long_seq_len cannot go with a time budget, which is timed on the short "
-                             f"sequences; give max_steps or epochs")
+            raise ValueError(
+                f"{name}.long_seq_len cannot go with a time budget, which is timed on the short "
+                f"sequences; give max_steps or epochs"
+            )
 
 
 @dataclass
@@ -168,16 +210,22 @@ class PretrainConfig(PretrainDataConfig):
     sequences, or ELECTRA's replaced-token detection on packed sequences (with its generator's size and the
     weight of the discriminator's loss)."""
 
-    objective: str = _option("mlm_nsp", "'mlm_nsp' (BERT: sentence pairs, MLM + NSP), 'mlm' (RoBERTa: full-length "
-                                        "packed sequences, MLM only) or 'electra' (packed sequences, a generator "
-                                        "fills the masks and the model learns which tokens were replaced)",
-                             choices=OBJECTIVES)
-    generator_size: float = _option(0.25, "electra: the generator's width as a share of the model's (ELECTRA: 1/4 "
-                                          "to 1/3)")
-    rtd_weight: float = _option(50.0, "electra: the weight of the replaced-token loss beside the generator's MLM "
-                                      "loss (ELECTRA's lambda)")
-    target_perplexity: float | None = _option(None, "stop at the first validation whose MLM perplexity is at most "
-                                                    "this (a speedrun's mark), with a checkpoint")
+    objective: str = _option(
+        "mlm_nsp",
+        "'mlm_nsp' (BERT: sentence pairs, MLM + NSP), 'mlm' (RoBERTa: full-length "
+        "packed sequences, MLM only) or 'electra' (packed sequences, a generator "
+        "fills the masks and the model learns which tokens were replaced)",
+        choices=OBJECTIVES,
+    )
+    generator_size: float = _option(
+        0.25, "electra: the generator's width as a share of the model's (ELECTRA: 1/4 to 1/3)"
+    )
+    rtd_weight: float = _option(
+        50.0, "electra: the weight of the replaced-token loss beside the generator's MLM loss (ELECTRA's lambda)"
+    )
+    target_perplexity: float | None = _option(
+        None, "stop at the first validation whose MLM perplexity is at most this (a speedrun's mark), with a checkpoint"
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -199,11 +247,18 @@ class DistilConfig(PretrainDataConfig):
 
     mlm_probability: float = _retuned("mlm_probability", 0.15, PretrainDataConfig)
     teacher: str | None = _option(None, "the teacher: a bertlib pre-training run folder (e.g. models/course-mini)")
-    student_layers: int | None = _option(None, "the student's layers, taken from the teacher's layers spread "
-                                               "evenly, first and last included (default: half the teacher's)")
+    student_layers: int | None = _option(
+        None,
+        "the student's layers, taken from the teacher's layers spread "
+        "evenly, first and last included (default: half the teacher's)",
+    )
     temperature: float = _option(2.0, "softens both models' predictions in the soft-target loss")
-    soft_targets: str = _option("all", "where the soft-target loss compares the models: every real token "
-                                       "(DistilBERT's default) or the masked ones only", choices=SOFT_TARGETS)
+    soft_targets: str = _option(
+        "all",
+        "where the soft-target loss compares the models: every real token "
+        "(DistilBERT's default) or the masked ones only",
+        choices=SOFT_TARGETS,
+    )
     alpha_ce: float = _option(5.0, "weight of the soft-target loss (KL divergence to the teacher)")
     alpha_mlm: float = _option(2.0, "weight of the student's own MLM loss")
     alpha_cos: float = _option(1.0, "weight of the cosine loss between the last hidden states")
@@ -229,29 +284,44 @@ class FinetuneConfig(TrainConfig):
     checkpoint each epoch) plus the task, where the encoder comes from, and the span search of SQuAD."""
 
     epochs: float | None = _option(None, "passes over the training data (default: 3, unless --max-steps)")
-    max_seq_len: int | None = _option(None, "tokens per sequence, special tokens included (default: 384 for "
-                                            "SQuAD, as BERT, 128 for the others, but at most the length the "
-                                            "encoder was pre-trained on)")
+    max_seq_len: int | None = _option(
+        None,
+        "tokens per sequence, special tokens included (default: 384 for "
+        "SQuAD, as BERT, 128 for the others, but at most the length the "
+        "encoder was pre-trained on)",
+    )
     lr: float = _option(1e-4, "peak learning rate")
     warmup_ratio: float = _option(0.1, "share of the steps spent warming the learning rate up from 0")
     eval_every: int | None = _option(None, "steps between validations (default: one per epoch)")
     save_every: int | None = _option(None, "steps between checkpoints (default: one per epoch)")
     task: str = _option("sst2", "the task", choices=TASK_NAMES)
     source: str = _option("", "the encoder: a bertlib run folder, an HF BERT folder or hub id")
-    init: str = _option("pretrained", "start from the source's weights, or from random ones of the same shape "
-                                      "(the baseline that shows what pre-training is worth)", choices=INITS)
-    pooling: str = _option("cls", "what a classifier reads: the pooled [CLS] vector or the mean of the tokens",
-                           choices=POOLINGS)
-    train_examples: int | None = _option(None, "train on this many examples, spread evenly over the split "
-                                                 "(default: all)")
+    init: str = _option(
+        "pretrained",
+        "start from the source's weights, or from random ones of the same shape "
+        "(the baseline that shows what pre-training is worth)",
+        choices=INITS,
+    )
+    pooling: str = _option(
+        "cls", "what a classifier reads: the pooled [CLS] vector or the mean of the tokens", choices=POOLINGS
+    )
+    train_examples: int | None = _option(
+        None, "train on this many examples, spread evenly over the split (default: all)"
+    )
     eval_examples: int | None = _option(None, "validate on this many examples, spread evenly (default: all)")
-    doc_stride: int | None = _option(None, "SQuAD: pieces between the starts of two windows over one paragraph "
-                                           "(default: a third of --max-seq-len, as BERT's 128 of 384; a window's "
-                                           "length when that is less, so that no text is skipped)")
+    doc_stride: int | None = _option(
+        None,
+        "SQuAD: pieces between the starts of two windows over one paragraph "
+        "(default: a third of --max-seq-len, as BERT's 128 of 384; a window's "
+        "length when that is less, so that no text is skipped)",
+    )
     max_query_len: int = _option(64, "SQuAD: question pieces kept")
     max_answer_len: int = _option(30, "SQuAD: the longest answer, in pieces, that span search proposes")
-    untrained_positions: bool = _option(False, "allow --max-seq-len past the length the encoder was pre-trained on "
-                                               "(its positions there are untrained; for the experiment only)")
+    untrained_positions: bool = _option(
+        False,
+        "allow --max-seq-len past the length the encoder was pre-trained on "
+        "(its positions there are untrained; for the experiment only)",
+    )
 
     default_length: ClassVar[dict[str, Any]] = {"epochs": 3.0}
 
@@ -264,5 +334,7 @@ class FinetuneConfig(TrainConfig):
         kind, length = TASKS[self.task].kind, self.max_seq_len or default_seq_len(self.task)
         shortest = 5 if kind in ("pair", "span") else 3  # [CLS], [SEP] (twice for two texts) and a piece of each text
         if length < shortest:
-            raise ValueError(f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
-                             f"special tokens and a piece of each text, at least {shortest}")
+            raise ValueError(
+                f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
+                f"special tokens and a piece of each text, at least {shortest}"
+            )

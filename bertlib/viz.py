@@ -51,8 +51,10 @@ def stack_attentions(attentions: Sequence[torch.Tensor] | torch.Tensor) -> torch
     layer) or from such a tensor itself."""
     stacked = attentions if isinstance(attentions, torch.Tensor) else torch.cat(list(attentions))
     if stacked.dim() != 4 or stacked.shape[-1] != stacked.shape[-2]:
-        raise ValueError(f"expected attentions [layers, heads, seq, seq] or a tuple of [1, heads, seq, seq], got "
-                         f"{tuple(stacked.shape)}; pass one sequence, not a batch")
+        raise ValueError(
+            f"expected attentions [layers, heads, seq, seq] or a tuple of [1, heads, seq, seq], got "
+            f"{tuple(stacked.shape)}; pass one sequence, not a batch"
+        )
     return stacked.detach().float().cpu()
 
 
@@ -63,16 +65,28 @@ def attention_maps(model: nn.Module, tokenizer: Tokenizer, text_a: str, text_b: 
     encoding = tokenizer.encode(text_a) if text_b is None else tokenizer.encode(text_a, text_b)
     limit = model.config.max_position_embeddings
     if len(encoding.ids) > limit:
-        raise ValueError(f"the input is {len(encoding.ids)} tokens long, but the model takes at most {limit} "
-                         f"(max_position_embeddings); shorten the text")
+        raise ValueError(
+            f"the input is {len(encoding.ids)} tokens long, but the model takes at most {limit} "
+            f"(max_position_embeddings); shorten the text"
+        )
     device = next(model.parameters()).device
     with eval_mode(model):  # attention dropout would make the maps random
-        out = model(torch.tensor([encoding.ids], device=device),
-                    token_type_ids=torch.tensor([encoding.type_ids], device=device), output_attentions=True)
-    words = {key: i for i, key in enumerate(dict.fromkeys(
-        (s, w) for s, w in zip(encoding.sequence_ids, encoding.word_ids, strict=True) if w is not None))}
-    word_ids = [None if w is None else words[s, w]
-                for s, w in zip(encoding.sequence_ids, encoding.word_ids, strict=True)]
+        out = model(
+            torch.tensor([encoding.ids], device=device),
+            token_type_ids=torch.tensor([encoding.type_ids], device=device),
+            output_attentions=True,
+        )
+    words = {
+        key: i
+        for i, key in enumerate(
+            dict.fromkeys(
+                (s, w) for s, w in zip(encoding.sequence_ids, encoding.word_ids, strict=True) if w is not None
+            )
+        )
+    }
+    word_ids = [
+        None if w is None else words[s, w] for s, w in zip(encoding.sequence_ids, encoding.word_ids, strict=True)
+    ]
     return AttentionMaps(stack_attentions(out.attentions), list(encoding.tokens), list(encoding.type_ids), word_ids)
 
 
@@ -100,8 +114,10 @@ def segment_starts(tokens: Sequence[str], sep_token: str = SEP) -> list[int]:
 def _check_map(attn: torch.Tensor | np.ndarray, tokens: Sequence[str]) -> np.ndarray:
     matrix = np.asarray(attn.detach().float().cpu() if isinstance(attn, torch.Tensor) else attn, dtype=np.float32)
     if matrix.ndim != 2 or matrix.shape != (len(tokens), len(tokens)):
-        raise ValueError(f"expected a [seq, seq] map for {len(tokens)} tokens, got shape {matrix.shape}; "
-                         f"pick one layer and head with select_attention")
+        raise ValueError(
+            f"expected a [seq, seq] map for {len(tokens)} tokens, got shape {matrix.shape}; "
+            f"pick one layer and head with select_attention"
+        )
     return matrix
 
 
@@ -126,8 +142,13 @@ def _draw_map(ax, matrix: np.ndarray, tokens: Sequence[str], sep_token: str, max
     return image
 
 
-def plot_attention(attn: torch.Tensor | np.ndarray, tokens: Sequence[str], title: str | None = None,
-                   sep_token: str = SEP, max_labels: int = 96) -> Figure:
+def plot_attention(
+    attn: torch.Tensor | np.ndarray,
+    tokens: Sequence[str],
+    title: str | None = None,
+    sep_token: str = SEP,
+    max_labels: int = 96,
+) -> Figure:
     """Heatmap of one [seq, seq] attention map: row = the token that attends (query), column = the token attended
     to (key). Segment boundaries (after a `[SEP]`) are dashed lines; past `max_labels` tokens only every k-th
     token is labelled."""
@@ -140,8 +161,13 @@ def plot_attention(attn: torch.Tensor | np.ndarray, tokens: Sequence[str], title
     return fig
 
 
-def plot_attention_grid(attentions: Sequence[torch.Tensor] | torch.Tensor, tokens: Sequence[str],
-                        title: str | None = None, sep_token: str = SEP, cell: float = 1.6) -> Figure:
+def plot_attention_grid(
+    attentions: Sequence[torch.Tensor] | torch.Tensor,
+    tokens: Sequence[str],
+    title: str | None = None,
+    sep_token: str = SEP,
+    cell: float = 1.6,
+) -> Figure:
     """Every head of every layer as a thumbnail (rows = layers, columns = heads), each on its own colour scale so
     that its pattern shows. `attentions`: a model's output tuple or a [layers, heads, seq, seq] tensor."""
     stacked = stack_attentions(attentions)
@@ -176,8 +202,15 @@ def thumbnail_png(attn: torch.Tensor, size: int = 64) -> bytes:
         matrix = matrix.repeat_interleave(size // matrix.shape[-1], -1).repeat_interleave(size // matrix.shape[-1], -2)
     buffer = io.BytesIO()
     matrix = matrix[0, 0].numpy()
-    matplotlib.image.imsave(buffer, matrix, cmap=CMAP, vmin=0, vmax=max(float(matrix.max()), 1e-9), format="png",
-                            metadata={"Software": None})
+    matplotlib.image.imsave(
+        buffer,
+        matrix,
+        cmap=CMAP,
+        vmin=0,
+        vmax=max(float(matrix.max()), 1e-9),
+        format="png",
+        metadata={"Software": None},
+    )
     return buffer.getvalue()
 
 # %% ../notebooks/09_attention_maps.ipynb #c012
@@ -206,8 +239,9 @@ HEAD_VIEW_STYLE = """
 """
 
 
-def head_view_svg(attn: torch.Tensor | np.ndarray, tokens: Sequence[str], min_weight: float = 0.01,
-                  sep_token: str = SEP) -> str:
+def head_view_svg(
+    attn: torch.Tensor | np.ndarray, tokens: Sequence[str], min_weight: float = 0.01, sep_token: str = SEP
+) -> str:
     """The head view as self-contained SVG: the tokens twice, queries on the left and keys on the right, joined by
     a line per weight >= `min_weight` (thicker and darker = more attention). Hovering a token leaves only its
     lines; plain CSS does it, so the SVG works in a notebook, a saved HTML file or a browser, without scripts or
@@ -217,24 +251,39 @@ def head_view_svg(attn: torch.Tensor | np.ndarray, tokens: Sequence[str], min_we
     ys = [top + row * p + row * 0.7 for p in _row_positions(tokens, sep_token)]
     width, height = 2 * label + gap, int(ys[-1] + row * 0.6)
     # one rule per token: while it is hovered, hide every line that does not start (left) or end (right) at it
-    isolate = ",\n".join(rule for i in range(len(tokens)) for rule in (
-        f".bertlib-head-view:has(.q{i}:hover) line:not(.f{i})", f".bertlib-head-view:has(.k{i}:hover) line:not(.t{i})"))
-    parts = [f'<svg class="bertlib-head-view" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}">',
-             f"<style>{HEAD_VIEW_STYLE}{isolate} {{ visibility: hidden; }}</style>",
-             f'<text x="{label}" y="14" text-anchor="end" fill="#555">query</text>',
-             f'<text x="{label + gap}" y="14" fill="#555">key</text>']
+    isolate = ",\n".join(
+        rule
+        for i in range(len(tokens))
+        for rule in (
+            f".bertlib-head-view:has(.q{i}:hover) line:not(.f{i})",
+            f".bertlib-head-view:has(.k{i}:hover) line:not(.t{i})",
+        )
+    )
+    parts = [
+        f'<svg class="bertlib-head-view" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        f"<style>{HEAD_VIEW_STYLE}{isolate} {{ visibility: hidden; }}</style>",
+        f'<text x="{label}" y="14" text-anchor="end" fill="#555">query</text>',
+        f'<text x="{label + gap}" y="14" fill="#555">key</text>',
+    ]
     for i, j, w in head_view_lines(matrix, min_weight):
-        parts.append(f'<line class="f{i} t{j}" x1="{label + 5}" y1="{ys[i] - 4:.1f}" x2="{label + gap - 5}" '
-                     f'y2="{ys[j] - 4:.1f}" stroke-width="{0.5 + 4 * w:.2f}" stroke-opacity="{0.2 + 0.8 * w:.2f}"/>')
+        parts.append(
+            f'<line class="f{i} t{j}" x1="{label + 5}" y1="{ys[i] - 4:.1f}" x2="{label + gap - 5}" '
+            f'y2="{ys[j] - 4:.1f}" stroke-width="{0.5 + 4 * w:.2f}" stroke-opacity="{0.2 + 0.8 * w:.2f}"/>'
+        )
     for i, (token, y) in enumerate(zip(tokens, ys, strict=True)):
         parts.append(f'<text class="token q{i}" x="{label}" y="{y:.1f}" text-anchor="end">{escape(token)}</text>')
         parts.append(f'<text class="token k{i}" x="{label + gap}" y="{y:.1f}">{escape(token)}</text>')
     return "\n".join([*parts, "</svg>"])
 
 
-def plot_head_view(attn: torch.Tensor | np.ndarray, tokens: Sequence[str], title: str | None = None,
-                   min_weight: float = 0.01, sep_token: str = SEP) -> Figure:
+def plot_head_view(
+    attn: torch.Tensor | np.ndarray,
+    tokens: Sequence[str],
+    title: str | None = None,
+    min_weight: float = 0.01,
+    sep_token: str = SEP,
+) -> Figure:
     "The head view (see `head_view_svg`) as a static matplotlib figure, for papers and PNG files."
     matrix = _check_map(attn, tokens)
     ys = _row_positions(tokens, sep_token)
@@ -284,11 +333,17 @@ def _pattern_masks(m: AttentionMaps) -> dict[str, torch.Tensor]:
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
     words = torch.tensor([-1 if w is None else w for w in m.word_ids])
     key_is = {t: torch.tensor([tok == t for tok in m.tokens])[None, :].expand(n, n) for t in (CLS, SEP)}
-    punctuation = torch.tensor([all(unicodedata.category(c).startswith("P") for c in tok) and tok not in (CLS, SEP)
-                                for tok in m.tokens])[None, :].expand(n, n)
-    return {"previous token": j == i - 1, "next token": j == i + 1, "same token": j == i,
-            "same word": (words[:, None] == words[None, :]) & (words[:, None] >= 0) & (i != j), **key_is,
-            "punctuation": punctuation}
+    punctuation = torch.tensor(
+        [all(unicodedata.category(c).startswith("P") for c in tok) and tok not in (CLS, SEP) for tok in m.tokens]
+    )[None, :].expand(n, n)
+    return {
+        "previous token": j == i - 1,
+        "next token": j == i + 1,
+        "same token": j == i,
+        "same word": (words[:, None] == words[None, :]) & (words[:, None] >= 0) & (i != j),
+        **key_is,
+        "punctuation": punctuation,
+    }
 
 
 def head_scores(maps: AttentionMaps | Sequence[AttentionMaps]) -> dict[str, torch.Tensor]:

@@ -21,8 +21,10 @@ from torch import nn
 try:
     import ipywidgets as widgets
 except ImportError as err:  # an optional dependency: say how to get it
-    raise ImportError("bertlib.widget needs ipywidgets, which comes with the notebooks extra: "
-                      "pip install 'bertlib[notebooks]' (or pip install ipywidgets)") from err
+    raise ImportError(
+        "bertlib.widget needs ipywidgets, which comes with the notebooks extra: "
+        "pip install 'bertlib[notebooks]' (or pip install ipywidgets)"
+    ) from err
 
 from .checks import check_choice
 from .files import atomic_write
@@ -42,9 +44,11 @@ VIEWS = ("heatmap", "head view", "model view")
 
 def html_page(title: str, body: str) -> str:
     "A complete HTML document around `body`, with nothing loaded from elsewhere."
-    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
-            f"</head>\n<body style=\"font-family: sans-serif\">\n<h1 style=\"font-size: 1.2em\">{escape(title)}</h1>\n"
-            f"{body}\n</body>\n</html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>{escape(title)}</title>\n'
+        f'</head>\n<body style="font-family: sans-serif">\n<h1 style="font-size: 1.2em">{escape(title)}</h1>\n'
+        f"{body}\n</body>\n</html>\n"
+    )
 
 
 def png_img(png: bytes, alt: str) -> str:
@@ -57,16 +61,28 @@ class AttentionWidget(widgets.VBox):
     selector (or the mean of the heads) and three views (heatmap, head view, model view). Everything is drawn in
     Python, as PNG or inline SVG, so it works offline; `save_png` and `save_html` keep the current view."""
 
-    def __init__(self, model: nn.Module, tokenizer: Tokenizer, text_a: str, text_b: str | None = None,
-                 layer: int = 0, head: int | str = "mean", view: str = "heatmap", min_weight: float = 0.01):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: Tokenizer,
+        text_a: str,
+        text_b: str | None = None,
+        layer: int = 0,
+        head: int | str = "mean",
+        view: str = "heatmap",
+        min_weight: float = 0.01,
+    ):
         self.model, self.tokenizer, self.min_weight = model, tokenizer, min_weight
         layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
         text = dict(continuous_update=False, layout=widgets.Layout(width="95%"))
         self.text_a = widgets.Text(value=text_a, description="text A" if text_b is not None else "text", **text)
         self.text_b = None if text_b is None else widgets.Text(value=text_b, description="text B", **text)
         self.layer = widgets.IntSlider(value=0, min=0, max=layers - 1, description="layer", continuous_update=False)
-        self.head = widgets.Dropdown(options=[("mean of heads", "mean")] + [(f"head {h}", h) for h in range(heads)],
-                                     value="mean", description="head")
+        self.head = widgets.Dropdown(
+            options=[("mean of heads", "mean")] + [(f"head {h}", h) for h in range(heads)],
+            value="mean",
+            description="head",
+        )
         self.view = widgets.ToggleButtons(options=VIEWS)
         self.image = widgets.Image(format="png")
         self.svg = widgets.HTML()
@@ -74,11 +90,20 @@ class AttentionWidget(widgets.VBox):
         self.canvas = widgets.Box()
         self.status = widgets.Label()
         self.file_name = widgets.Text(value="attention", description="save as")
-        self.save_button = widgets.Button(description="save PNG + HTML", icon="save",
-                                          layout=widgets.Layout(width="170px"))
+        self.save_button = widgets.Button(
+            description="save PNG + HTML", icon="save", layout=widgets.Layout(width="170px")
+        )
         texts = [self.text_a] if self.text_b is None else [self.text_a, self.text_b]
-        super().__init__([*texts, widgets.HBox([self.layer, self.head]), self.view, self.canvas,
-                          widgets.HBox([self.file_name, self.save_button]), self.status])
+        super().__init__(
+            [
+                *texts,
+                widgets.HBox([self.layer, self.head]),
+                self.view,
+                self.canvas,
+                widgets.HBox([self.file_name, self.save_button]),
+                self.status,
+            ]
+        )
         self.add_class("bertlib-attention")  # a stable hook for styling and for the browser test
         self.maps = attention_maps(model, tokenizer, text_a, text_b)
         self._holding = False
@@ -101,8 +126,9 @@ class AttentionWidget(widgets.VBox):
 
     def _text_changed(self, _) -> None:
         try:
-            self.maps = attention_maps(self.model, self.tokenizer, self.text_a.value,
-                                       None if self.text_b is None else self.text_b.value)
+            self.maps = attention_maps(
+                self.model, self.tokenizer, self.text_a.value, None if self.text_b is None else self.text_b.value
+            )
         except ValueError as err:  # e.g. a text longer than the model's positions: say so and keep the last maps
             self.status.value = str(err)
             return
@@ -127,16 +153,22 @@ class AttentionWidget(widgets.VBox):
             self.canvas.children = (self.svg,)
         else:
             if not self.thumbnails.children:
-                self.thumbnails.children = [self._thumbnail(layer, head) for layer in range(self.maps.num_layers)
-                                            for head in range(self.maps.num_heads)]
+                self.thumbnails.children = [
+                    self._thumbnail(layer, head)
+                    for layer in range(self.maps.num_layers)
+                    for head in range(self.maps.num_heads)
+                ]
             self.canvas.children = (self.thumbnails,)
 
     def _thumbnail(self, layer: int, head: int) -> widgets.VBox:
         "One cell of the model view: the map, and a button that opens it as a heatmap."
         button = widgets.Button(description=f"L{layer} H{head}", layout=widgets.Layout(width="80px"))
         button.on_click(lambda _: self.show_head(layer, head))
-        image = widgets.Image(value=thumbnail_png(self.maps.attentions[layer, head]), format="png",
-                              layout=widgets.Layout(width="72px", height="72px"))
+        image = widgets.Image(
+            value=thumbnail_png(self.maps.attentions[layer, head]),
+            format="png",
+            layout=widgets.Layout(width="72px", height="72px"),
+        )
         return widgets.VBox([image, button])
 
     def show_head(self, layer: int, head: int | str = "mean", view: str = "heatmap") -> None:
@@ -197,7 +229,8 @@ class AttentionWidget(widgets.VBox):
         self.status.value = "saved " + " and ".join(str(p) for p in saved)
 
 
-def attention_widget(model: nn.Module, tokenizer: Tokenizer, text_a: str, text_b: str | None = None,
-                     **options) -> AttentionWidget:
+def attention_widget(
+    model: nn.Module, tokenizer: Tokenizer, text_a: str, text_b: str | None = None, **options
+) -> AttentionWidget:
     "An `AttentionWidget` for `text_a` (and `text_b`, a sentence pair); `options` go to its constructor."
     return AttentionWidget(model, tokenizer, text_a, text_b, **options)

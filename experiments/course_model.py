@@ -7,6 +7,7 @@ own files, so that every number on the card comes from a measurement.
 
 Hand-written; not part of the library.
 """
+
 import argparse
 import datetime
 
@@ -20,22 +21,28 @@ RUN = ROOT / "models" / "course-mini"
 # how the run was made: the command of experiments/gpu/session2.sh, on the machine its log names
 MADE_BY = {
     "command": "python -m bertlib pretrain --preset mini --epochs 100 --batch-size 256 --lr 1e-3 --eval-every 186 "
-               "--save-every 186 --keep-checkpoints 100 --log-every 62 --num-workers 6 --device cuda",
+    "--save-every 186 --keep-checkpoints 100 --log-every 62 --num-workers 6 --device cuda",
     "machine": "one NVIDIA H100 80GB HBM3 (the device tool's nvidia-h100-x1), torch 2.11.0+cu130, bf16 autocast",
     "script": "experiments/gpu/session2.sh (run side by side with a second learning rate on the same GPU)",
     "kept": "the checkpoint with the lowest validation MLM loss, its weights cast to float16 "
-            "(experiments/gpu/pack_run.py); the optimiser state is not shipped",
+    "(experiments/gpu/pack_run.py); the optimiser state is not shipped",
     "note": "the run stopped at step 8,633 of its 9,300 (a division by zero on a batch without masked tokens, fixed "
-            "since in commit a31e998; see docs/results/gpu/runs/mini-e100-lr1e-3/log.txt)",
+    "since in commit a31e998; see docs/results/gpu/runs/mini-e100-lr1e-3/log.txt)",
 }
 
 
 def evaluate(max_batches: int | None = None) -> dict:
     "The shipped run's scores and the unigram baseline's on the validation and test splits (or their first batches)."
-    scores = {split: evaluate_run(RUN, split, device="cpu", baseline=True, max_batches=max_batches)
-              for split in ("validation", "test")}
-    return {"scores": scores, **provenance(), "date": datetime.date.today().isoformat(),
-            "command": "python -m bertlib evaluate models/course-mini --split SPLIT --baseline --device cpu"}
+    scores = {
+        split: evaluate_run(RUN, split, device="cpu", baseline=True, max_batches=max_batches)
+        for split in ("validation", "test")
+    }
+    return {
+        "scores": scores,
+        **provenance(),
+        "date": datetime.date.today().isoformat(),
+        "command": "python -m bertlib evaluate models/course-mini --split SPLIT --baseline --device cpu",
+    }
 
 
 def card(evaluation: dict) -> str:
@@ -48,9 +55,11 @@ def card(evaluation: dict) -> str:
     last = [r for r in records if "lr" in r][-1]
     rows = []
     for split, s in evaluation["scores"].items():
-        rows.append(f"| {split} | {s['mlm_perplexity']:.2f} | {s['mlm_accuracy']:.1%} | {s['mlm_top5_accuracy']:.1%} | "
-                    f"{s['nsp_accuracy']:.1%} | {s['unigram_mlm_perplexity']:.1f} | {s['unigram_mlm_accuracy']:.1%} | "
-                    f"{s['unigram_nsp_accuracy']:.1%} |")
+        rows.append(
+            f"| {split} | {s['mlm_perplexity']:.2f} | {s['mlm_accuracy']:.1%} | {s['mlm_top5_accuracy']:.1%} | "
+            f"{s['nsp_accuracy']:.1%} | {s['unigram_mlm_perplexity']:.1f} | {s['unigram_mlm_accuracy']:.1%} | "
+            f"{s['unigram_nsp_accuracy']:.1%} |"
+        )
     m = model_config
     return f"""# The course model: `mini` pre-trained on WikiText-2
 
@@ -62,15 +71,15 @@ pieces, {tokenizer.get_vocab_size():,} in `tokenizer.json`), pre-trained with ML
 (`{cfg.data_config}`), sequences of up to {cfg.max_seq_len} tokens, batch {cfg.batch_size}, peak learning rate
 {cfg.lr:g}, {cfg.warmup_ratio:.0%} warm-up, {cfg.schedule} decay, for a schedule of {cfg.epochs:g} epochs.
 
-- **Made by** `{MADE_BY['command']}`
-- **On** {MADE_BY['machine']}; {MADE_BY['script']}.
-- **Kept**: `{checkpoint.name}` (step {step:,}), {MADE_BY['kept']}. Its validation MLM loss during training was
-  {best['mlm_loss']:.4f} at step {best['step']:,} (bf16 on the GPU).
-- **Note**: {MADE_BY['note']}; at its last logged step, {last['step']:,}, the learning rate had decayed to
-  {last['lr'] / cfg.lr:.0%} of its peak.
+- **Made by** `{MADE_BY["command"]}`
+- **On** {MADE_BY["machine"]}; {MADE_BY["script"]}.
+- **Kept**: `{checkpoint.name}` (step {step:,}), {MADE_BY["kept"]}. Its validation MLM loss during training was
+  {best["mlm_loss"]:.4f} at step {best["step"]:,} (bf16 on the GPU).
+- **Note**: {MADE_BY["note"]}; at its last logged step, {last["step"]:,}, the learning rate had decayed to
+  {last["lr"] / cfg.lr:.0%} of its peak.
 
 Scores of the shipped (float16) weights on the statically masked splits, computed in float32 on
-{evaluation['machine']} ({evaluation['date']}) with `{evaluation['command']}`:
+{evaluation["machine"]} ({evaluation["date"]}) with `{evaluation["command"]}`:
 
 | split | MLM perplexity | top-1 | top-5 | NSP accuracy | unigram perplexity | unigram top-1 | majority NSP |
 |---|---:|---:|---:|---:|---:|---:|---:|
@@ -84,8 +93,10 @@ def readme_block(evaluation: dict) -> str:
     "The README's summary of the course model: the card's table, and where the model came from."
     checkpoint = checkpoints(RUN)[-1]
     table = card(evaluation).split("| split |", 1)[1].split("\n\n", 1)[0]
-    return (f"Checkpoint `{checkpoint.name}` (step {int(checkpoint.name.split('-')[1]):,}), {MADE_BY['machine']}; "
-            f"scored in float32 on {evaluation['machine']}:\n\n| split |{table}")
+    return (
+        f"Checkpoint `{checkpoint.name}` (step {int(checkpoint.name.split('-')[1]):,}), {MADE_BY['machine']}; "
+        f"scored in float32 on {evaluation['machine']}:\n\n| split |{table}"
+    )
 
 
 def main() -> None:

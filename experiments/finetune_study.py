@@ -30,19 +30,26 @@ SOURCE = ROOT / "models" / "course-mini"
 # `sst2` are two points of one learning curve (how much labelled data it takes to catch up without pre-training)
 PLANS = {
     "rte": dict(seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
-    "sst2-1k": dict(task="sst2", seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4,
-                                                               train_examples=1000)),
+    "sst2-1k": dict(
+        task="sst2", seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4, train_examples=1000)
+    ),
     "sst2": dict(seeds=(0, 1, 2), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=8000)),
     # the same slice at two other learning rates: is either start held back by a rate that suits the other?
-    "sst2-lr3e-5": dict(task="sst2", seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=3e-5,
-                                                              train_examples=8000)),
-    "sst2-lr3e-4": dict(task="sst2", seeds=(0, 1, 2), settings=dict(epochs=2.0, batch_size=32, lr=3e-4,
-                                                              train_examples=8000)),
+    "sst2-lr3e-5": dict(
+        task="sst2", seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=3e-5, train_examples=8000)
+    ),
+    "sst2-lr3e-4": dict(
+        task="sst2", seeds=(0, 1, 2), settings=dict(epochs=2.0, batch_size=32, lr=3e-4, train_examples=8000)
+    ),
     "conll2003": dict(seeds=(0,), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
     # measured at 256 before finetune refused lengths past the 128 the course model was pre-trained on: half of
     # each window sat on untrained positions (issue 23), which is why this row needs --untrained-positions
-    "squad": dict(seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=1e-4, train_examples=2000,
-                                            max_seq_len=256, untrained_positions=True)),
+    "squad": dict(
+        seeds=(0,),
+        settings=dict(
+            epochs=2.0, batch_size=32, lr=1e-4, train_examples=2000, max_seq_len=256, untrained_positions=True
+        ),
+    ),
     # every training example, BERT's fine-tuning settings: minutes on a GPU, a day on the 2-core CPU
     "sst2-full": dict(task="sst2", seeds=(0, 1, 2), settings=dict(epochs=3.0, batch_size=32, lr=1e-4)),
     "squad-full": dict(task="squad", seeds=(0,), settings=dict(epochs=2.0, batch_size=32, lr=1e-4)),
@@ -50,8 +57,12 @@ PLANS = {
 # Turc et al. 2019 ("Well-Read Students Learn Better"), BERT-Mini (4 layers, hidden 256), GLUE test set
 PUBLISHED = {"sst2": "85.9 (GLUE test)", "rte": "57.9 (GLUE test)"}
 SMOKE = dict(epochs=1.0, train_examples=64, eval_examples=64)  # --smoke: every plan this small
-TITLES = {"sst2": "SST-2 accuracy", "rte": "RTE accuracy", "conll2003": "CoNLL-2003 entity F1",
-          "squad": "SQuAD v1.1 F1 (EM)"}
+TITLES = {
+    "sst2": "SST-2 accuracy",
+    "rte": "RTE accuracy",
+    "conll2003": "CoNLL-2003 entity F1",
+    "squad": "SQuAD v1.1 F1 (EM)",
+}
 
 
 def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False) -> dict:
@@ -63,8 +74,14 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False) -> dict
         return read_json(path)
     run_dir = out / "runs" / name
     shutil.rmtree(run_dir, ignore_errors=True)  # a run that did not finish starts again
-    cfg = FinetuneConfig(task=task, source=str(SOURCE), init=init, seed=seed, log_every=50,
-                         **{**PLANS[plan]["settings"], **(SMOKE if smoke else {})})
+    cfg = FinetuneConfig(
+        task=task,
+        source=str(SOURCE),
+        init=init,
+        seed=seed,
+        log_every=50,
+        **{**PLANS[plan]["settings"], **(SMOKE if smoke else {})},
+    )
     start = time.perf_counter()
     records = finetune(run_dir, cfg, show_progress=sys.stderr.isatty())
     minutes = (time.perf_counter() - start) / 60
@@ -72,9 +89,19 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False) -> dict
     metric = SELECTION_METRIC[task]
     best = max(valid, key=lambda r: r[metric])
     settings = asdict(load_run(run_dir)[1])  # as the run filled them in: its length, stride and periods
-    result = {"plan": plan, "task": task, "init": init, "seed": seed, "settings": settings, "metric": metric,
-              "best": best, "validations": valid, "minutes": minutes, **provenance(),
-              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}
+    result = {
+        "plan": plan,
+        "task": task,
+        "init": init,
+        "seed": seed,
+        "settings": settings,
+        "metric": metric,
+        "best": best,
+        "validations": valid,
+        "minutes": minutes,
+        **provenance(),
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     write_json(path, result)
     print(f"{name}: best {metric} {best[metric]:.4f} at step {best['step']} ({minutes:.1f} min)", flush=True)
     return result
@@ -98,8 +125,10 @@ def report(out: Path, readme: Path) -> None:
     rows = []
     for plan in PLANS:
         task = PLANS[plan].get("task", plan)
-        mine = {init: [r for r in results if r.get("plan", r["task"]) == plan and r["init"] == init]
-                for init in ("pretrained", "random")}
+        mine = {
+            init: [r for r in results if r.get("plan", r["task"]) == plan and r["init"] == init]
+            for init in ("pretrained", "random")
+        }
         if not all(mine.values()):
             continue
         s = mine["pretrained"][0]["settings"]
@@ -107,17 +136,21 @@ def report(out: Path, readme: Path) -> None:
         minutes = statistics.mean(r["minutes"] for r in mine["pretrained"] + mine["random"])
         metric = SELECTION_METRIC[task]
         length = s["max_seq_len"] or default_seq_len(task)  # older results kept the settings as given
-        gain = 100 * (statistics.mean(r["best"][metric] for r in mine["pretrained"])
-                      - statistics.mean(r["best"][metric] for r in mine["random"]))
-        rows.append(f"| {TITLES[task]} (`{plan}`) | {cell(mine['pretrained'], task)} | {cell(mine['random'], task)} | "
-                    f"{gain:+.1f} | {PUBLISHED.get(task, '–')} | {len(mine['pretrained'])} | {examples} | "
-                    f"{s['epochs']:g} | {s['batch_size']} | {s['lr']:g} | {length} | {minutes:.1f} |")
+        gain = 100 * (
+            statistics.mean(r["best"][metric] for r in mine["pretrained"])
+            - statistics.mean(r["best"][metric] for r in mine["random"])
+        )
+        rows.append(
+            f"| {TITLES[task]} (`{plan}`) | {cell(mine['pretrained'], task)} | {cell(mine['random'], task)} | "
+            f"{gain:+.1f} | {PUBLISHED.get(task, '–')} | {len(mine['pretrained'])} | {examples} | "
+            f"{s['epochs']:g} | {s['batch_size']} | {s['lr']:g} | {length} | {minutes:.1f} |"
+        )
     machines = sorted({f"{r['machine']}, {r['threads']} thread(s)" for r in results})
     body = f"""Generated by `python experiments/finetune_study.py --report` from `experiments/finetune_study/results`.
 Each cell: the best validation score over the epochs (validation set: the task's own; offline SQuAD's is its
 last 8 dev articles), mean ± standard deviation over the seeds. *pre-trained* starts from the course model
 (`models/course-mini`), *random* from the same architecture with random weights, same budget. Machine:
-{'; '.join(machines)}, shared with other jobs (so the minutes are upper bounds).
+{"; ".join(machines)}, shared with other jobs (so the minutes are upper bounds).
 
 | task | pre-trained `mini` | random init | gain | published BERT-Mini | seeds | train examples | epochs | batch | \
 lr | max len | min per run |

@@ -7,6 +7,7 @@ the runs' own `config.json`, `metrics.jsonl` and logs under `docs/results/gpu/ru
 Hand-written; not part of the library. The runs themselves are made by `experiments/gpu/session*.sh` on a GPU
 machine.
 """
+
 import argparse
 import csv
 import re
@@ -17,8 +18,14 @@ from study import ROOT, output_options, parse, read_json, update_readme
 from bertlib.runs import read_metrics
 
 RESULTS = ROOT / "docs" / "results" / "gpu"
-SESSIONS = {"mini-e40": 1, "mini-e100": 1, "small-e40": 1, "mini-e100-lr1e-3": 2, "mini-e100-lr2e-3": 2,
-            "notebook07-e100": 3}
+SESSIONS = {
+    "mini-e40": 1,
+    "mini-e100": 1,
+    "small-e40": 1,
+    "mini-e100-lr1e-3": 2,
+    "mini-e100-lr2e-3": 2,
+    "notebook07-e100": 3,
+}
 PRESETS = {256: "mini", 512: "small"}  # hidden size -> preset
 CONCURRENT = {1: 3, 2: 2}  # runs sharing the GPU in the sessions that sampled its utilisation
 
@@ -33,12 +40,23 @@ def run_row(name: str) -> dict:
     log = (folder / "log.txt").read_text()
     minutes = re.search(r"\(([\d.]+) min in this session\)", log)
     m, t = config["model"], config["training"]
-    return {"name": name, "preset": PRESETS[m["hidden_size"]], "epochs": t["epochs"], "lr": t["lr"],
-            "batch": t["batch_size"], "session": SESSIONS[name], "last_step": train[-1]["step"],
-            "minutes": float(minutes[1]) if minutes else None, "finished": minutes is not None,
-            "best_step": best["step"], "perplexity": best["mlm_perplexity"], "accuracy": best["mlm_accuracy"],
-            "top5": best["mlm_top5_accuracy"], "nsp": best["nsp_accuracy"],
-            "tokens_per_s": sorted(r["tokens_per_s"] for r in train)[len(train) // 2]}
+    return {
+        "name": name,
+        "preset": PRESETS[m["hidden_size"]],
+        "epochs": t["epochs"],
+        "lr": t["lr"],
+        "batch": t["batch_size"],
+        "session": SESSIONS[name],
+        "last_step": train[-1]["step"],
+        "minutes": float(minutes[1]) if minutes else None,
+        "finished": minutes is not None,
+        "best_step": best["step"],
+        "perplexity": best["mlm_perplexity"],
+        "accuracy": best["mlm_accuracy"],
+        "top5": best["mlm_top5_accuracy"],
+        "nsp": best["nsp_accuracy"],
+        "tokens_per_s": sorted(r["tokens_per_s"] for r in train)[len(train) // 2],
+    }
 
 
 def busy_share(session: int) -> tuple[float, int]:
@@ -56,23 +74,31 @@ def utilisation(rows: list[dict]) -> str:
     for session, runs in CONCURRENT.items():
         share, samples = busy_share(session)
         total = sum(r["tokens_per_s"] for r in rows if r["session"] == session)
-        parts.append(f"session {session}, {runs} runs at once: busy {share:.0%} of {samples} s, "
-                     f"{total / 1e6:.2f}M tokens/s together (the sum of the runs' medians)")
-    return ("GPU busy (nvidia-smi's `utilization.gpu`, sampled every second while the runs held memory; the runs "
-            "were eager, without `--compile`): " + "; ".join(parts) + ". With more runs at once the GPU was busier "
-            "and moved more tokens: it had room to spare, and the pace of each run was set on the host (its Python, "
-            "kernel launches and host syncs, and its loader), not by the GPU.")
+        parts.append(
+            f"session {session}, {runs} runs at once: busy {share:.0%} of {samples} s, "
+            f"{total / 1e6:.2f}M tokens/s together (the sum of the runs' medians)"
+        )
+    return (
+        "GPU busy (nvidia-smi's `utilization.gpu`, sampled every second while the runs held memory; the runs "
+        "were eager, without `--compile`): " + "; ".join(parts) + ". With more runs at once the GPU was busier "
+        "and moved more tokens: it had room to spare, and the pace of each run was set on the host (its Python, "
+        "kernel launches and host syncs, and its loader), not by the GPU."
+    )
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| run | preset | schedule | peak lr | steps done | minutes | best validation: step | perplexity | "
-             "top-1 | top-5 | NSP | median train tokens/s |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| run | preset | schedule | peak lr | steps done | minutes | best validation: step | perplexity | "
+        "top-1 | top-5 | NSP | median train tokens/s |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         minutes = f"{r['minutes']:.1f}" if r["finished"] else "stopped"
-        lines.append(f"| `{r['name']}` | {r['preset']} | {r['epochs']:g} epochs of batch {r['batch']} | {r['lr']:g} | "
-                     f"{r['last_step']:,} | {minutes} | {r['best_step']:,} | **{r['perplexity']:.1f}** | "
-                     f"{r['accuracy']:.1%} | {r['top5']:.1%} | {r['nsp']:.1%} | {r['tokens_per_s']:,.0f} |")
+        lines.append(
+            f"| `{r['name']}` | {r['preset']} | {r['epochs']:g} epochs of batch {r['batch']} | {r['lr']:g} | "
+            f"{r['last_step']:,} | {minutes} | {r['best_step']:,} | **{r['perplexity']:.1f}** | "
+            f"{r['accuracy']:.1%} | {r['top5']:.1%} | {r['nsp']:.1%} | {r['tokens_per_s']:,.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -104,8 +130,11 @@ second: `session*-gpu-util.csv`. The profile of a `base` training step before an
 `profile-base-before.txt`. The course model (`models/course-mini`) is the best checkpoint of
 `mini-e100-lr1e-3`.
 """)
-    update_readme(args.readme, "gpu-pretraining", f"Generated by `python experiments/gpu_report.py`; {machine}; all "
-                                                  f"runs in `docs/results/gpu`.\n\n{body}")
+    update_readme(
+        args.readme,
+        "gpu-pretraining",
+        f"Generated by `python experiments/gpu_report.py`; {machine}; all runs in `docs/results/gpu`.\n\n{body}",
+    )
     print(body)
 
 

@@ -161,8 +161,12 @@ def speed_table(measured: dict) -> list[str]:
     base = measured["tokens_per_s"].get("default")
     if isinstance(measured["machine"], dict):  # speed.json as written before the study shared experiments/study.py
         m = measured["machine"]
-        measured = {**measured, "pairs": measured["sequences"], "commit": "before 9020baa",
-                    "machine": f"{m['processor']}, {m['cpu_count']} cores, torch {m['torch']}; {m['shared']}"}
+        measured = {
+            **measured,
+            "pairs": measured["sequences"],
+            "commit": "before 9020baa",
+            "machine": f"{m['processor']}, {m['cpu_count']} cores, torch {m['torch']}; {m['shared']}",
+        }
     lines = [
         "## Speed, measured back to back",
         "",
@@ -328,11 +332,16 @@ def curves_figure(results: list[dict], path: Path) -> None:
             row[0].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
             row[1].plot([e["train_seconds"] / 60 for e in ev], [e["mlm_perplexity"] for e in ev], **style)
         for ax, xlabel in zip(row, ("training tokens (millions)", "training wall time (min, 1 thread)"), strict=True):
-            ax.set(xlabel=xlabel, ylabel="validation MLM perplexity (subset)", yscale="log",
-                   title=f"budget {budget}: {titles[budget]}")
+            ax.set(
+                xlabel=xlabel,
+                ylabel="validation MLM perplexity (subset)",
+                yscale="log",
+                title=f"budget {budget}: {titles[budget]}",
+            )
             ax.axhline(TARGET_PPL, color="gray", ls=":", lw=1)
-            ax.text(ax.get_xlim()[0], TARGET_PPL * 1.01, f" target {TARGET_PPL:.0f}", color="gray", fontsize=8,
-                    va="bottom")
+            ax.text(
+                ax.get_xlim()[0], TARGET_PPL * 1.01, f" target {TARGET_PPL:.0f}", color="gray", fontsize=8, va="bottom"
+            )
             ax.grid(alpha=0.3, which="both")
         row[1].legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -351,12 +360,21 @@ def plateau_figure(results: list[dict], gpu: list[dict], path: Path) -> None:
     panels = [
         ("kl_to_unigram", "nats per masked token", "KL(model || unigram distribution)"),
         ("top1_in_10_most_frequent", "share", "top-1 predictions among the 10 most frequent tokens"),
-        ("attention_entropy_bits_per_layer", f"bits (uniform over {uniform:.0f} tokens: {math.log2(uniform):.1f})",
-         "attention entropy: layer 1 (solid), layer 4 (dashed)"),
-        ("max_head_prev_token_attention", f"attention weight (uniform: {1 / uniform:.3f})",
-         "largest mean attention of one head to the previous token"),
-        ("mean_attention_to_cls_sep_per_layer", f"share of attention (uniform: {3 / uniform:.3f})",
-         "attention to [CLS] and the two [SEP], mean over heads, layer 4"),
+        (
+            "attention_entropy_bits_per_layer",
+            f"bits (uniform over {uniform:.0f} tokens: {math.log2(uniform):.1f})",
+            "attention entropy: layer 1 (solid), layer 4 (dashed)",
+        ),
+        (
+            "max_head_prev_token_attention",
+            f"attention weight (uniform: {1 / uniform:.3f})",
+            "largest mean attention of one head to the previous token",
+        ),
+        (
+            "mean_attention_to_cls_sep_per_layer",
+            f"share of attention (uniform: {3 / uniform:.3f})",
+            "attention to [CLS] and the two [SEP], mean over heads, layer 4",
+        ),
     ]
     last = [r for r in results if r["budget"] == budget]
     for r in last:
@@ -375,14 +393,23 @@ def plateau_figure(results: list[dict], gpu: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     for i, g in enumerate(gpu):
-        axes[5].plot([r["step"] * g["batch"] * MEAN_LEN[128] / 1e6 for r in g["valid"]],
-                     [r["mlm_perplexity"] for r in g["valid"]], color=f"C{i}", label=g["run"])
+        axes[5].plot(
+            [r["step"] * g["batch"] * MEAN_LEN[128] / 1e6 for r in g["valid"]],
+            [r["mlm_perplexity"] for r in g["valid"]],
+            color=f"C{i}",
+            label=g["run"],
+        )
     for r in last:
         ev = subset_curve(r)
         axes[5].plot([e["tokens"] / 1e6 for e in ev], [e["mlm_perplexity"] for e in ev], color=colour(r), ls=":", lw=1)
     axes[5].axvline(BUDGET_TOKENS / 1e6, color="k", ls="--", lw=1, label="CPU budget (tokens)")
-    axes[5].set(xscale="log", yscale="log", xlabel="training tokens (millions)", ylabel="validation perplexity",
-                title="GPU runs (batch 256, solid) vs CPU runs (dotted)")
+    axes[5].set(
+        xscale="log",
+        yscale="log",
+        xlabel="training tokens (millions)",
+        ylabel="validation perplexity",
+        title="GPU runs (batch 256, solid) vs CPU runs (dotted)",
+    )
     axes[5].grid(alpha=0.3, which="both")
     axes[5].legend(fontsize=7)
     fig.suptitle(f"The plateau: CPU runs of budget '{budget}' (fixed validation subset), GPU runs beside them")
@@ -438,8 +465,9 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     output_options(parser, HERE)
-    parser.add_argument("--gpu-runs", type=Path, default=GPU_RUNS,
-                        help="GPU run folders to show beside the study (skipped if absent)")
+    parser.add_argument(
+        "--gpu-runs", type=Path, default=GPU_RUNS, help="GPU run folders to show beside the study (skipped if absent)"
+    )
     args = parse(parser)
     report(args.out, args.readme, args.gpu_runs)
 

@@ -84,9 +84,12 @@ SHORT_FIRST = {"max_seq_len": 64, "long_seq_len": 128, "long_share": 0.1}
 
 def combo(note: str, train: dict | None = None, model: dict | None = None) -> Recipe:
     "combo-b8's settings (batch 8, dropout 0, mask 30%, seq 64 first, sin/cos positions); `train`, `model` over them."
-    return Recipe(note, model={**NO_DROPOUT, **(model or {})},
-                  train={"batch_size": 8, "mlm_probability": 0.30, **SHORT_FIRST, **(train or {})},
-                  pos_init="sinusoidal")
+    return Recipe(
+        note,
+        model={**NO_DROPOUT, **(model or {})},
+        train={"batch_size": 8, "mlm_probability": 0.30, **SHORT_FIRST, **(train or {})},
+        pos_init="sinusoidal",
+    )
 
 
 RECIPES: dict[str, Recipe] = {
@@ -143,8 +146,14 @@ def configs(recipe: Recipe, tokens: float) -> tuple[BertConfig, PretrainConfig]:
     long = cfg.long_share if cfg.long_seq_len else 0.0
     per_step = cfg.batch_size * ((1 - long) * MEAN_LEN[cfg.max_seq_len] + long * MEAN_LEN.get(cfg.long_seq_len, 0.0))
     steps = max(1, round(tokens / per_step))
-    return model_config, replace(cfg, max_steps=steps, save_every=steps, eval_every=max(1, steps // EVAL_POINTS),
-                                 eval_batches=SUBSET_BATCHES, log_every=LOG_EVERY)
+    return model_config, replace(
+        cfg,
+        max_steps=steps,
+        save_every=steps,
+        eval_every=max(1, steps // EVAL_POINTS),
+        eval_batches=SUBSET_BATCHES,
+        log_every=LOG_EVERY,
+    )
 
 
 def sinusoidal(positions: int, width: int) -> torch.Tensor:
@@ -211,8 +220,13 @@ def plateau_probes(model: BertForPreTraining, batches: list[dict], tokenizer: To
     maps = []
     with eval_mode(model), torch.no_grad():
         for b in batches:
-            out = model(b["input_ids"], token_type_ids=b["token_type_ids"], attention_mask=b["attention_mask"],
-                        labels=b["labels"], output_attentions=True)
+            out = model(
+                b["input_ids"],
+                token_type_ids=b["token_type_ids"],
+                attention_mask=b["attention_mask"],
+                labels=b["labels"],
+                output_attentions=True,
+            )
             logp = out.prediction_logits.float().log_softmax(-1)
             kl += float((logp.exp() * (logp - unigram)).sum())
             top = logp.argmax(-1)
@@ -221,8 +235,14 @@ def plateau_probes(model: BertForPreTraining, batches: list[dict], tokenizer: To
             attentions = torch.stack(out.attentions, 1)  # [batch, layers, heads, seq, seq]
             for row, length in enumerate(b["attention_mask"].sum(-1).tolist()):  # padding comes last
                 tokens = [tokenizer.id_to_token(i) for i in b["input_ids"][row, :length].tolist()]
-                maps.append(AttentionMaps(attentions[row, :, :, :length, :length].float(), tokens,
-                                          b["token_type_ids"][row, :length].tolist(), word_ids(tokens)))
+                maps.append(
+                    AttentionMaps(
+                        attentions[row, :, :, :length, :length].float(),
+                        tokens,
+                        b["token_type_ids"][row, :length].tolist(),
+                        word_ids(tokens),
+                    )
+                )
     scores = head_scores(maps)
     return {
         "kl_to_unigram": kl / n,
@@ -245,8 +265,12 @@ def run(name: str, budget: str, out: Path, smoke: bool = False) -> dict:
     data, _ = pretraining_data(cfg, tokenizer)  # validation is the same for every run: below
     corpus = wikitext_corpus("train", tokenizer)
     valid = evaluation_loader("validation", tokenizer, max_seq_len=128)  # every run: 128 tokens, 15% masked
-    probe = partial(plateau_probes, batches=list(islice(valid, probed)), tokenizer=tokenizer,
-                    unigram=unigram_log_probs(corpus.ids, model_config.vocab_size))
+    probe = partial(
+        plateau_probes,
+        batches=list(islice(valid, probed)),
+        tokenizer=tokenizer,
+        unigram=unigram_log_probs(corpus.ids, model_config.vocab_size),
+    )
     unigram = unigram_baseline(corpus.ids, islice(valid, final), model_config.vocab_size)
     model = build_model(model_config, recipe, cfg.seed)
     result = {
@@ -275,26 +299,47 @@ def run(name: str, budget: str, out: Path, smoke: bool = False) -> dict:
 
     def show(record: dict) -> None:
         if record.get("split") == "validation":
-            print(f"[{name}@{budget}] step {record['step']} tokens {record['tokens'] / 1e6:.2f}M train "
-                  f"{record['train_seconds'] / 60:.1f} min: {split} ppl {record['mlm_perplexity']:.1f} acc "
-                  f"{record['mlm_accuracy']:.3f} nsp {record['nsp_accuracy']:.3f}", flush=True)
+            print(
+                f"[{name}@{budget}] step {record['step']} tokens {record['tokens'] / 1e6:.2f}M train "
+                f"{record['train_seconds'] / 60:.1f} min: {split} ppl {record['mlm_perplexity']:.1f} acc "
+                f"{record['mlm_accuracy']:.3f} nsp {record['nsp_accuracy']:.3f}",
+                flush=True,
+            )
 
     start = {"step": 0, "tokens": 0, "train_seconds": 0.0, **validation_metrics(model, valid, subset)}
-    records = fit(model, phases(data), objective(recipe), cfg,
-                  evaluate=partial(validation_metrics, loader=valid, max_batches=subset), on_log=show,
-                  hooks=[measure_at_validation], show_progress=False)
+    records = fit(
+        model,
+        phases(data),
+        objective(recipe),
+        cfg,
+        evaluate=partial(validation_metrics, loader=valid, max_batches=subset),
+        on_log=show,
+        hooks=[measure_at_validation],
+        show_progress=False,
+    )
     log = [r for r in records if "loss" in r]
     end = {k: log[-1][k] for k in ("step", "tokens", "train_seconds")}
-    evaluations = [{**r, "split": split, **measured[r["step"]]}
-                   for r in [start, *(r for r in records if r.get("split") == "validation")]]
+    evaluations = [
+        {**r, "split": split, **measured[r["step"]]}
+        for r in [start, *(r for r in records if r.get("split") == "validation")]
+    ]
     evaluations.append({**end, "split": "validation", **validation_metrics(model, valid, final)})
-    result.update(evaluations=evaluations, log=log, steps=end["step"], tokens=end["tokens"],
-                  train_seconds=end["train_seconds"], tokens_per_s=end["tokens"] / end["train_seconds"],
-                  finished=time.strftime("%Y-%m-%d %H:%M:%S"))
+    result.update(
+        evaluations=evaluations,
+        log=log,
+        steps=end["step"],
+        tokens=end["tokens"],
+        train_seconds=end["train_seconds"],
+        tokens_per_s=end["tokens"] / end["train_seconds"],
+        finished=time.strftime("%Y-%m-%d %H:%M:%S"),
+    )
     path = write_json(out / "results" / f"{name}@{budget}.json", result)
-    print(f"[{name}@{budget}] whole validation split: ppl {evaluations[-1]['mlm_perplexity']:.1f}, NSP "
-          f"{evaluations[-1]['nsp_accuracy']:.3f}; wrote {path} ({end['train_seconds'] / 60:.1f} min, "
-          f"{result['tokens_per_s']:,.0f} tokens/s)", flush=True)
+    print(
+        f"[{name}@{budget}] whole validation split: ppl {evaluations[-1]['mlm_perplexity']:.1f}, NSP "
+        f"{evaluations[-1]['nsp_accuracy']:.3f}; wrote {path} ({end['train_seconds'] / 60:.1f} min, "
+        f"{result['tokens_per_s']:,.0f} tokens/s)",
+        flush=True,
+    )
     return result
 
 
@@ -306,8 +351,14 @@ def first_steps(name: str, steps: int, total_steps: int, out: Path) -> list[dict
     cfg = replace(cfg, max_steps=total_steps, save_every=total_steps)
     tokenizer = tokenizer_for(model_config.vocab_size, out / "tokenizers")
     data, _ = pretraining_data(cfg, tokenizer)
-    records = fit(build_model(model_config, recipe, cfg.seed), phases(data), objective(recipe), cfg,
-                  hooks=[lambda loop: loop.step >= steps], show_progress=False)
+    records = fit(
+        build_model(model_config, recipe, cfg.seed),
+        phases(data),
+        objective(recipe),
+        cfg,
+        hooks=[lambda loop: loop.step >= steps],
+        show_progress=False,
+    )
     return [r for r in records if "loss" in r]
 
 
@@ -331,8 +382,11 @@ def check(names: list[str], out: Path) -> None:
         logged = [r for r in result["log"] if r["step"] <= CHECK_STEPS]
         mine = first_steps(result["recipe"], logged[-1]["step"], result["steps"], out)
         for a, b in zip(logged, mine, strict=False):
-            print(f"{path.stem} step {a['step']}: result MLM loss {a['mlm_loss']:.9f}, gradient norm "
-                  f"{a['grad_norm']:.6f}; today {b['mlm_loss']:.9f}, {b['grad_norm']:.6f}", flush=True)
+            print(
+                f"{path.stem} step {a['step']}: result MLM loss {a['mlm_loss']:.9f}, gradient norm "
+                f"{a['grad_norm']:.6f}; today {b['mlm_loss']:.9f}, {b['grad_norm']:.6f}",
+                flush=True,
+            )
         if not repeats(logged, mine):
             failed.append(path.stem)
     if failed:
@@ -355,24 +409,37 @@ def speed(names: list[str], out: Path, smoke: bool = False, rounds: int = 2) -> 
             tokenizer = tokenizer_for(model_config.vocab_size, out / "tokenizers")
             seconds = tokens = 0.0  # per step of the whole run: each phase's, weighted by its share of the steps
             for phase in phases(pretraining_data(cfg, tokenizer)[0]):
-                log = fit(build_model(model_config, recipe, cfg.seed), phase.dataset, objective(recipe),
-                          replace(cfg, log_every=5), hooks=[lambda loop, n=steps + 5: loop.step >= n],
-                          show_progress=False)
+                log = fit(
+                    build_model(model_config, recipe, cfg.seed),
+                    phase.dataset,
+                    objective(recipe),
+                    replace(cfg, log_every=5),
+                    hooks=[lambda loop, n=steps + 5: loop.step >= n],
+                    show_progress=False,
+                )
                 first, last = log[0], log[-1]  # the first 5 steps warm the allocator up
                 seconds += phase.share * (last["train_seconds"] - first["train_seconds"]) / steps
                 tokens += phase.share * (last["tokens"] - first["tokens"]) / steps
             best[name] = max(best.get(name, 0.0), tokens / seconds)
             print(f"[speed] {name}: {tokens / seconds:,.0f} tokens/s", flush=True)
-    result = {"tokens_per_s": best, **provenance(), "pairs": pairs, "rounds": rounds,
-              "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
+    result = {
+        "tokens_per_s": best,
+        **provenance(),
+        "pairs": pairs,
+        "rounds": rounds,
+        "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     write_json(out / "speed.json", result)
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["run", "check", "speed"],
-                        help="run recipes, check that the library repeats the results, or measure their speed")
+    parser.add_argument(
+        "command",
+        choices=["run", "check", "speed"],
+        help="run recipes, check that the library repeats the results, or measure their speed",
+    )
     parser.add_argument("names", nargs="*", help=f"recipes ({', '.join(RECIPES)}); for check, recipe@budget")
     parser.add_argument("--all", action="store_true", help="every recipe (finished runs are skipped)")
     parser.add_argument("--budget", choices=list(BUDGETS), default="third")

@@ -70,10 +70,18 @@ def update_readme(readme: Path, block: str, body: str) -> None:
 def output_options(parser: argparse.ArgumentParser, folder: Path, smoke: str | None = None) -> None:
     """Add `--out` (the study's folder, `folder` by default), `--readme` (the README whose block the study rewrites)
     and, when the study has a smallest mode (`smoke` says what it does), `--smoke`, which needs an `--out`."""
-    parser.add_argument("--out", type=Path, default=folder,
-                        help=f"folder of the results, runs and report (default: {folder.relative_to(ROOT)})")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md",
-                        help="the README whose generated block is rewritten (default: the project's)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=folder,
+        help=f"folder of the results, runs and report (default: {folder.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=ROOT / "README.md",
+        help="the README whose generated block is rewritten (default: the project's)",
+    )
     if smoke:
         parser.add_argument("--smoke", action="store_true", help=f"{smoke}; only with --out elsewhere")
 

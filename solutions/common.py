@@ -9,6 +9,7 @@ not how much it does at full size. Without it the exercises train real sizes for
 Files a solution writes (run folders) go to `$BERTLIB_SOLUTIONS_DIR`, or to a temporary folder when it is unset,
 never into the checkout. WikiText-2 and the tasks come from the hub or from `$BERTLIB_DATA_DIR`, as everywhere.
 """
+
 import math
 import os
 import sys
@@ -96,12 +97,18 @@ def static_batches(docs, batch_size: int, max_seq_len: int, count: int, **datase
     return [batch for batch, _ in zip(loader, range(count), strict=False)]
 
 
-def packed_batches(docs, batch_size: int, max_seq_len: int, *, seed: int = 0, mlm_probability: float = 0.15
-                   ) -> Iterator[dict]:
+def packed_batches(
+    docs, batch_size: int, max_seq_len: int, *, seed: int = 0, mlm_probability: float = 0.15
+) -> Iterator[dict]:
     "Endless MLM batches of full-length packed rows of `docs` (RoBERTa's data, notebook 11), masked afresh each epoch."
     dataset = PackedDataset(docs, tokenizer(), max_seq_len, seed=seed, mlm_probability=mlm_probability)
-    loader = DataLoader(dataset, batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed),
-                        collate_fn=PaddingCollator(dataset.pad_id, pad_to_multiple_of=8))
+    loader = DataLoader(
+        dataset,
+        batch_size,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed),
+        collate_fn=PaddingCollator(dataset.pad_id, pad_to_multiple_of=8),
+    )
     return endless(loader)
 
 
@@ -119,8 +126,13 @@ def parameters(module: nn.Module) -> int:
 
 def pretraining_loss(model: nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     "BERT's loss, MLM + NSP, of one batch."
-    return model(batch["input_ids"], token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"],
-                 labels=batch["labels"], next_sentence_label=batch["next_sentence_label"]).loss
+    return model(
+        batch["input_ids"],
+        token_type_ids=batch["token_type_ids"],
+        attention_mask=batch["attention_mask"],
+        labels=batch["labels"],
+        next_sentence_label=batch["next_sentence_label"],
+    ).loss
 
 
 def decay_groups(model: nn.Module, weight_decay: float, decay_everything: bool = False) -> list[dict]:
@@ -128,13 +140,24 @@ def decay_groups(model: nn.Module, weight_decay: float, decay_everything: bool =
     params = [p for p in model.parameters() if p.requires_grad]
     if decay_everything:
         return [{"params": params, "weight_decay": weight_decay}]
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
-def train(model: nn.Module, batches: Iterable[dict], steps: int, *, lr: float, warmup_ratio: float = 0.06,
-          weight_decay: float = 0.01, decay_everything: bool = False, schedule: str = "linear",
-          loss: Callable[[nn.Module, dict], torch.Tensor] = pretraining_loss) -> list[float]:
+def train(
+    model: nn.Module,
+    batches: Iterable[dict],
+    steps: int,
+    *,
+    lr: float,
+    warmup_ratio: float = 0.06,
+    weight_decay: float = 0.01,
+    decay_everything: bool = False,
+    schedule: str = "linear",
+    loss: Callable[[nn.Module, dict], torch.Tensor] = pretraining_loss,
+) -> list[float]:
     """A plain training loop (notebook 07, section 1, with its warm-up, decay and clipping): `steps` AdamW steps
     on `batches`; returns the loss of every step."""
     model.train()
@@ -167,8 +190,12 @@ def mean_mlm_loss(model: nn.Module, batches: list[dict]) -> float:
     total = count = 0.0
     model.eval()
     for batch in batches:
-        out = model(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                    attention_mask=batch["attention_mask"], labels=batch["labels"])
+        out = model(
+            batch["input_ids"],
+            token_type_ids=batch["token_type_ids"],
+            attention_mask=batch["attention_mask"],
+            labels=batch["labels"],
+        )
         n = int((batch["labels"] != -100).sum())
         total, count = total + out.mlm_loss.item() * n, count + n
     return total / count

@@ -4,6 +4,7 @@ and a word that the two merge rules split differently.
 `python solutions/s01_wordpiece.py` runs them all; `BERTLIB_QUICK=1` trains the from-scratch vocabularies on fewer
 paragraphs.
 """
+
 import time
 from collections import Counter, defaultdict
 
@@ -33,12 +34,15 @@ def exercise_1() -> None:
         tokenizer = train_tokenizer(train, lowercase=lowercase)
         pieces = sum(len(e.ids) for e in tokenizer.encode_batch(valid, add_special_tokens=False))
         print(f"lowercase={lowercase!s:<5}: {pieces / words:.3f} pieces per word on validation ({pieces:,} pieces)")
-    print("the cased vocabulary spends pieces on capitalised copies of words (The/the, City/city), so fewer "
-          "distinct words fit whole and more are spelled in pieces")
+    print(
+        "the cased vocabulary spends pieces on capitalised copies of words (The/the, City/city), so fewer "
+        "distinct words fit whole and more are spelled in pieces"
+    )
 
 
-def train_wordpiece_incremental(word_freqs: dict[str, int], vocab_size: int, rule: str = "count"
-                                ) -> tuple[list[str], list[tuple[str, str]]]:
+def train_wordpiece_incremental(
+    word_freqs: dict[str, int], vocab_size: int, rule: str = "count"
+) -> tuple[list[str], list[tuple[str, str]]]:
     """`bertlib.tokenizer.train_wordpiece`, with the counts updated after each merge only for the words that held
     the merged pair, instead of recounted over every word. Same rules, same ties, so the same vocabulary."""
     splits = {w: [w[0]] + [CONTINUATION + c for c in w[1:]] for w in word_freqs}
@@ -98,9 +102,11 @@ def exercise_2() -> None:
         start = time.perf_counter()
         incremental = train_wordpiece_incremental(freqs, size, rule=rule)
         update = time.perf_counter() - start
-        print(f"{rule:<10}: {len(freqs):,} words, {size} pieces; same vocabulary and merges: "
-              f"{incremental == reference}; recount {recount:.2f} s, update {update:.2f} s "
-              f"({recount / update:.1f}x faster)")
+        print(
+            f"{rule:<10}: {len(freqs):,} words, {size} pieces; same vocabulary and merges: "
+            f"{incremental == reference}; recount {recount:.2f} s, update {update:.2f} s "
+            f"({recount / update:.1f}x faster)"
+        )
 
 
 def exercise_3() -> None:
@@ -109,8 +115,11 @@ def exercise_3() -> None:
     freqs = _small_corpus_frequencies()
     trained = {rule: train_wordpiece(freqs, 400, rule=rule) for rule in ("count", "likelihood")}
     tokenizers = {rule: WordPieceTokenizer(vocab) for rule, (vocab, _) in trained.items()}
-    word = next(w for w, _ in freqs.most_common() if len(w) > 4
-                and tokenizers["count"].tokenize(w) != tokenizers["likelihood"].tokenize(w))
+    word = next(
+        w
+        for w, _ in freqs.most_common()
+        if len(w) > 4 and tokenizers["count"].tokenize(w) != tokenizers["likelihood"].tokenize(w)
+    )
     # the scores of the word's letter pairs before any merge: what each rule sees at the start
     splits = {w: [w[0]] + [CONTINUATION + c for c in w[1:]] for w in freqs}
     pieces, pairs = Counter(), Counter()
@@ -128,11 +137,15 @@ def exercise_3() -> None:
     for a, b in zip(letters, letters[1:], strict=False):
         print(f"   pair ({a}, {b}): count {pairs[a, b]:5}, likelihood {pairs[a, b] / (pieces[a] * pieces[b]):.2e}")
     first = trained["likelihood"][1][0]
-    print(f"   for scale, the likelihood rule's first merge {first}: count {pairs[first]}, likelihood "
-          f"{pairs[first] / (pieces[first[0]] * pieces[first[1]]):.2e}")
-    print("count merges the pairs seen most often, so the common letter pairs of English go first and a frequent "
-          "word ends up in large pieces; likelihood divides by how common the parts are, so it first glues rare "
-          "letters that always appear together, and common letter pairs wait: the same word is cut elsewhere")
+    print(
+        f"   for scale, the likelihood rule's first merge {first}: count {pairs[first]}, likelihood "
+        f"{pairs[first] / (pieces[first[0]] * pieces[first[1]]):.2e}"
+    )
+    print(
+        "count merges the pairs seen most often, so the common letter pairs of English go first and a frequent "
+        "word ends up in large pieces; likelihood divides by how common the parts are, so it first glues rare "
+        "letters that always appear together, and common letter pairs wait: the same word is cut elsewhere"
+    )
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ course model's trained position table.
 `python solutions/s02_embeddings.py` runs them all; `BERTLIB_QUICK=1` trains the models of exercise 2 for fewer
 steps.
 """
+
 import math
 
 import torch
@@ -33,12 +34,18 @@ def exercise_1() -> None:
     with torch.device("meta"):
         embeddings, model = BertEmbeddings(config), BertForPreTraining(config)
     total = parameters(model)
-    parts = {"token (word) table": embeddings.word_embeddings, "position table": embeddings.position_embeddings,
-             "segment table": embeddings.token_type_embeddings, "LayerNorm": embeddings.layer_norm}
+    parts = {
+        "token (word) table": embeddings.word_embeddings,
+        "position table": embeddings.position_embeddings,
+        "segment table": embeddings.token_type_embeddings,
+        "LayerNorm": embeddings.layer_norm,
+    }
     for name, module in parts.items():
         print(f"{name:<20} {parameters(module):>12,}  {parameters(module) / total:6.2%} of the model")
-    print(f"{'all embeddings':<20} {parameters(embeddings):>12,}  {parameters(embeddings) / total:6.2%} of {total:,} "
-          f"parameters")
+    print(
+        f"{'all embeddings':<20} {parameters(embeddings):>12,}  {parameters(embeddings) / total:6.2%} of {total:,} "
+        f"parameters"
+    )
 
 
 def sinusoids(n: int, dim: int) -> torch.Tensor:
@@ -67,12 +74,16 @@ def exercise_2() -> None:
         train(model, pair_batches(docs, batch, length), steps, lr=1e-3)
         moved = (table.detach() - start).norm(dim=1)
         losses = {n: mean_mlm_loss(model, batches) for n, batches in scores.items()}
-        print(f"{kind:<9}: rows moved by training, mean norm: positions < {length}: {moved[:length].mean():.4f}, "
-              f"{length}..{2 * length - 1}: {moved[length:2 * length].mean():.4f}; validation MLM loss at "
-              f"{length} tokens {losses[length]:.3f}, at {2 * length} tokens {losses[2 * length]:.3f}")
-    print("a learned table trains only the rows it saw (the others move by weight decay alone), so past the "
-          "training length the model reads random vectors; sinusoids are defined at every position, and a "
-          "position past the training length has the same relation to its neighbours as those seen")
+        print(
+            f"{kind:<9}: rows moved by training, mean norm: positions < {length}: {moved[:length].mean():.4f}, "
+            f"{length}..{2 * length - 1}: {moved[length : 2 * length].mean():.4f}; validation MLM loss at "
+            f"{length} tokens {losses[length]:.3f}, at {2 * length} tokens {losses[2 * length]:.3f}"
+        )
+    print(
+        "a learned table trains only the rows it saw (the others move by weight decay alone), so past the "
+        "training length the model reads random vectors; sinusoids are defined at every position, and a "
+        "position past the training length has the same relation to its neighbours as those seen"
+    )
 
 
 def exercise_3() -> None:
@@ -89,14 +100,20 @@ def exercise_3() -> None:
         segments = model.bert.embeddings.token_type_embeddings.weight
         model.bert.embeddings.word_embeddings.weight[2] += segments[0] - segments[1]  # ... and its row makes up for it
         after = model.bert(ids, token_type_ids=moved)
-    diff = max((before.last_hidden_state - after.last_hidden_state).abs().max().item(),
-               (before.pooler_output - after.pooler_output).abs().max().item())
-    print(f"[CLS] moved to segment 1, its token row shifted by (segment 0 - segment 1): largest change in the "
-          f"encoder's outputs {diff:.1e}")
-    print("[CLS] is always the same token at position 0, so its segment vector is a constant that its own row can "
-          "absorb: whichever segment it is given, the model can learn the same thing. The first [SEP] is always "
-          "the token right after A: the segment ids still change exactly where B begins, and the two [SEP]s "
-          "still differ (segment 0 after A, segment 1 after B), so no information is lost either")
+    diff = max(
+        (before.last_hidden_state - after.last_hidden_state).abs().max().item(),
+        (before.pooler_output - after.pooler_output).abs().max().item(),
+    )
+    print(
+        f"[CLS] moved to segment 1, its token row shifted by (segment 0 - segment 1): largest change in the "
+        f"encoder's outputs {diff:.1e}"
+    )
+    print(
+        "[CLS] is always the same token at position 0, so its segment vector is a constant that its own row can "
+        "absorb: whichever segment it is given, the model can learn the same thing. The first [SEP] is always "
+        "the token right after A: the segment ids still change exactly where B begins, and the two [SEP]s "
+        "still differ (segment 0 after A, segment 1 after B), so no information is lost either"
+    )
 
 
 def exercise_4() -> None:
@@ -113,13 +130,17 @@ def exercise_4() -> None:
         return torch.stack([matrix[i, i + offset] for i in rows]).mean().item()
 
     for name, rows in (("positions 0..127", range(0, 127 - 32)), ("positions 128..511", range(128, 511 - 32))):
-        print(f"{name}: mean cosine with the next position {mean_at(cosine, rows, 1):+.3f}, with the one 8 further "
-              f"{mean_at(cosine, rows, 8):+.3f}, 32 further {mean_at(cosine, rows, 32):+.3f}")
+        print(
+            f"{name}: mean cosine with the next position {mean_at(cosine, rows, 1):+.3f}, with the one 8 further "
+            f"{mean_at(cosine, rows, 8):+.3f}, 32 further {mean_at(cosine, rows, 32):+.3f}"
+        )
     print(f"untrained table: mean cosine with the next position {mean_at(fresh_cosine, range(0, 480), 1):+.3f}")
     norms = model.bert.embeddings.position_embeddings.weight.detach().norm(dim=1)
     print(f"row norms: positions 0..127 {norms[:128].mean():.3f}, 128..511 {norms[128:].mean():.3f}")
-    print("the band (neighbours alike, far positions not) appears only in the 128 rows that training reached; "
-          "the rows past them are still the random start, shrunk a little by weight decay")
+    print(
+        "the band (neighbours alike, far positions not) appears only in the 128 rows that training reached; "
+        "the rows past them are still the random start, shrunk a little by weight decay"
+    )
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ encoder counted by formula, and how fast Pre-LN's residual stream grows.
 
 `python solutions/s04_encoder.py` runs them all in seconds; nothing is trained.
 """
+
 import math
 from functools import partial
 
@@ -21,8 +22,14 @@ def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[
     inputs = nn.functional.layer_norm(torch.randn(8, 64, 128), (128,))
     target = torch.randn(8, 64, 128)
     torch.manual_seed(1)
-    config = BertConfig(hidden_size=128, num_attention_heads=2, intermediate_size=512, num_hidden_layers=12,
-                        norm_style=style, hidden_act=act)
+    config = BertConfig(
+        hidden_size=128,
+        num_attention_heads=2,
+        intermediate_size=512,
+        num_hidden_layers=12,
+        norm_style=style,
+        hidden_act=act,
+    )
     encoder = BertEncoder(config).eval()
     encoder.apply(partial(init_bert_weights, std=std))
     x, rms = inputs, []
@@ -32,8 +39,10 @@ def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[
     if encoder.final_norm is not None:
         x = encoder.final_norm(x)
     nn.functional.mse_loss(x, target).backward()
-    grads = [torch.cat([m.weight.grad.flatten() for m in layer.modules() if isinstance(m, nn.Linear)]).norm().item()
-             for layer in encoder.layers]
+    grads = [
+        torch.cat([m.weight.grad.flatten() for m in layer.modules() if isinstance(m, nn.Linear)]).norm().item()
+        for layer in encoder.layers
+    ]
     return rms, grads
 
 
@@ -45,12 +54,15 @@ def exercise_1() -> None:
         for style in ("post", "pre"):
             for act in ("gelu", "relu"):
                 rms, grads = stack_at_initialisation(style, std, act)
-                print(f"{style}-LN, std {std}, {act:<5}{rms[0]:>21.3f}{rms[-1]:>11.3f}{grads[0]:>17.4f}"
-                      f"{grads[-1]:>11.4f}")
-    print("the curves keep their shape: Post-LN's stream stays at 1 and its gradient is smallest at the first layer, "
-          "Pre-LN's stream grows and its gradient shrinks with depth, whichever the activation. What changes is a "
-          "scale (ReLU passes its positive inputs whole, GELU shrinks the small ones): the profile across depth is "
-          "set by where the LayerNorms sit, not by the activation")
+                print(
+                    f"{style}-LN, std {std}, {act:<5}{rms[0]:>21.3f}{rms[-1]:>11.3f}{grads[0]:>17.4f}{grads[-1]:>11.4f}"
+                )
+    print(
+        "the curves keep their shape: Post-LN's stream stays at 1 and its gradient is smallest at the first layer, "
+        "Pre-LN's stream grows and its gradient shrinks with depth, whichever the activation. What changes is a "
+        "scale (ReLU passes its positive inputs whole, GELU shrinks the small ones): the profile across depth is "
+        "set by where the LayerNorms sit, not by the activation"
+    )
 
 
 def exercise_2() -> None:
@@ -61,8 +73,10 @@ def exercise_2() -> None:
     formula = layers * (12 * h * h + 13 * h)
     with torch.device("meta"):
         counted = parameters(BertEncoder(config))
-    print(f"{layers} x (12 x {h}^2 + 13 x {h}) = {formula:,}; BertEncoder(large) has {counted:,}: "
-          f"{'equal' if formula == counted else 'different'}")
+    print(
+        f"{layers} x (12 x {h}^2 + 13 x {h}) = {formula:,}; BertEncoder(large) has {counted:,}: "
+        f"{'equal' if formula == counted else 'different'}"
+    )
 
 
 def exercise_3() -> None:
@@ -70,16 +84,23 @@ def exercise_3() -> None:
     header("exercise 3: how fast Pre-LN's residual stream grows")
     rms, _ = stack_at_initialisation("pre", 0.09)
     start = 1.0  # the inputs are LayerNorm-ed, so their RMS is 1
-    step = rms[0] ** 2 - start ** 2  # c^2: what one layer adds, measured at the first layer
-    print("if each layer adds a contribution of size c uncorrelated with the stream, the squares add up: "
-          "RMS after l layers = sqrt(1 + l c^2), growing like sqrt(l)")
+    step = rms[0] ** 2 - start**2  # c^2: what one layer adds, measured at the first layer
+    print(
+        "if each layer adds a contribution of size c uncorrelated with the stream, the squares add up: "
+        "RMS after l layers = sqrt(1 + l c^2), growing like sqrt(l)"
+    )
     print(f"c^2 from layer 1: {step:.3f}")
     for layer in (1, 2, 4, 8, 12):
-        print(f"layer {layer:>2}: measured {rms[layer - 1]:.3f}, predicted {math.sqrt(start ** 2 + layer * step):.3f}")
-    ratio = rms[-1] / math.sqrt(start ** 2 + len(rms) * step)
-    print(f"measured / predicted at layer {len(rms)}: {ratio:.2f}" + (
-        "; a little faster than sqrt(l): each contribution is slightly aligned with the stream it is added to"
-        if ratio > 1.02 else ""))
+        print(f"layer {layer:>2}: measured {rms[layer - 1]:.3f}, predicted {math.sqrt(start**2 + layer * step):.3f}")
+    ratio = rms[-1] / math.sqrt(start**2 + len(rms) * step)
+    print(
+        f"measured / predicted at layer {len(rms)}: {ratio:.2f}"
+        + (
+            "; a little faster than sqrt(l): each contribution is slightly aligned with the stream it is added to"
+            if ratio > 1.02
+            else ""
+        )
+    )
 
 
 def main() -> None:

@@ -3,6 +3,7 @@ full prediction in one training step, and what RoBERTa's classifier reads instea
 
 `python solutions/s05_bert_pretraining_heads.py` runs them all; `BERTLIB_QUICK=1` times a smaller batch.
 """
+
 import time
 
 import torch
@@ -35,22 +36,26 @@ def exercise_1() -> None:
     model.mlm_head = UntiedMLMHead(model.mlm_head, model.bert.embeddings.word_embeddings.weight)
     untied = parameters(model)
     logits = model(torch.tensor([[2, 10, 4, 11, 3]])).prediction_logits
-    print(f"tied {tied:,} parameters; untied {untied:,}: +{untied - tied:,} "
-          f"({model.config.vocab_size:,} x {model.config.hidden_size}), {(untied - tied) / tied:.1%} more, "
-          f"{(untied - tied) / untied:.1%} of the untied model; it still runs: logits {tuple(logits.shape)}")
+    print(
+        f"tied {tied:,} parameters; untied {untied:,}: +{untied - tied:,} "
+        f"({model.config.vocab_size:,} x {model.config.hidden_size}), {(untied - tied) / tied:.1%} more, "
+        f"{(untied - tied) / untied:.1%} of the untied model; it still runs: logits {tuple(logits.shape)}"
+    )
 
 
 def _step(model: BertForPreTraining, batch: dict, sparse: bool) -> tuple[float, int]:
     "One forward and backward; the loss and the bytes of the prediction logits."
     inputs = dict(token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"])
     if sparse:
-        out = model(batch["input_ids"], **inputs, labels=batch["labels"],
-                    next_sentence_label=batch["next_sentence_label"])
+        out = model(
+            batch["input_ids"], **inputs, labels=batch["labels"], next_sentence_label=batch["next_sentence_label"]
+        )
         loss = out.loss
     else:  # every position projected onto the vocabulary, the labels applied afterwards
         out = model(batch["input_ids"], **inputs)
-        loss = (F.cross_entropy(out.prediction_logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
-                + F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"]))
+        loss = F.cross_entropy(
+            out.prediction_logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100
+        ) + F.cross_entropy(out.seq_relationship_logits, batch["next_sentence_label"])
     loss.backward()
     model.zero_grad()
     logits = out.prediction_logits
@@ -63,10 +68,13 @@ def exercise_2() -> None:
     batch_size = 8 if QUICK else 32
     batch = next(pair_batches(documents("train", 40), batch_size, 128))
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig.from_preset("mini", hidden_dropout_prob=0.0,
-                                                      attention_probs_dropout_prob=0.0))
-    print(f"batch {tuple(batch['input_ids'].shape)}, {int((batch['labels'] != -100).sum())} masked tokens, "
-          f"vocabulary {model.config.vocab_size:,}")
+    model = BertForPreTraining(
+        BertConfig.from_preset("mini", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    )
+    print(
+        f"batch {tuple(batch['input_ids'].shape)}, {int((batch['labels'] != -100).sum())} masked tokens, "
+        f"vocabulary {model.config.vocab_size:,}"
+    )
     times, results = {True: [], False: []}, {}
     for repeat in range(4):  # interleaved, so that both see the same load of the machine; the first is a warm-up
         for sparse in (True, False):
@@ -76,18 +84,23 @@ def exercise_2() -> None:
                 times[sparse].append(time.perf_counter() - start)
     for sparse in (True, False):
         loss, logits_bytes = results[sparse]
-        print(f"{'sparse' if sparse else 'full':<6}: loss {loss:.4f}, fastest step "
-              f"{min(times[sparse]) * 1000:6.0f} ms, prediction logits {logits_bytes / 2**20:8.2f} MiB (their "
-              f"gradient as much again)")
-    print("same loss; the full projection multiplies every position by the vocabulary matrix, and its logits, with "
-          "their gradient, are the largest tensors of the step")
+        print(
+            f"{'sparse' if sparse else 'full':<6}: loss {loss:.4f}, fastest step "
+            f"{min(times[sparse]) * 1000:6.0f} ms, prediction logits {logits_bytes / 2**20:8.2f} MiB (their "
+            f"gradient as much again)"
+        )
+    print(
+        "same loss; the full projection multiplies every position by the vocabulary matrix, and its logits, with "
+        "their gradient, are the largest tensors of the step"
+    )
 
 
 def exercise_3() -> None:
     "What HF's RobertaForSequenceClassification reads: no pooler, its own head on the first token."
     header("exercise 3: does RoBERTa, without NSP, need a pooler?")
-    config = transformers.RobertaConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                        intermediate_size=64, num_labels=2)
+    config = transformers.RobertaConfig(
+        vocab_size=100, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64, num_labels=2
+    )
     model = transformers.RobertaForSequenceClassification(config).eval()
     print("roberta.pooler:", model.roberta.pooler)
     print("classifier:", model.classifier)
@@ -97,10 +110,14 @@ def exercise_3() -> None:
         head = model.classifier
         by_hand = head.out_proj(torch.tanh(head.dense(first)))
         logits = model(ids).logits
-    print(f"the logits are out_proj(tanh(dense(first token's vector))): largest difference "
-          f"{(by_hand - logits).abs().max():.1e}")
-    print("RoBERTa drops the pooler (never trained without NSP) and puts a dense layer with tanh into the "
-          "classification head instead: the same shape as BERT's pooler, but new weights that fine-tuning trains")
+    print(
+        f"the logits are out_proj(tanh(dense(first token's vector))): largest difference "
+        f"{(by_hand - logits).abs().max():.1e}"
+    )
+    print(
+        "RoBERTa drops the pooler (never trained without NSP) and puts a dense layer with tanh into the "
+        "classification head instead: the same shape as BERT's pooler, but new weights that fine-tuning trains"
+    )
 
 
 def main() -> None:

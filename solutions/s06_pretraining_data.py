@@ -4,6 +4,7 @@ pairs without short targets, whole-word masking put to a fair test, and RoBERTa'
 `python solutions/s06_pretraining_data.py` runs them all; `BERTLIB_QUICK=1` uses the first documents of the
 splits and trains the models of exercise 3 for fewer steps.
 """
+
 from collections import Counter
 
 import torch
@@ -17,8 +18,13 @@ from bertlib.tokenizer import MASK_ID, SPECIAL_IDS
 MAX_PREDICTIONS = 20  # Google's max_predictions_per_seq for sequences of 128
 
 
-def mask_exactly(input_ids: torch.Tensor, special: torch.Tensor, vocab_size: int, generator: torch.Generator,
-                 mlm_probability: float = 0.15) -> tuple[torch.Tensor, torch.Tensor]:
+def mask_exactly(
+    input_ids: torch.Tensor,
+    special: torch.Tensor,
+    vocab_size: int,
+    generator: torch.Generator,
+    mlm_probability: float = 0.15,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Google's masking: exactly min(20, max(1, round(0.15 x length))) of the ordinary tokens of one sequence
     (its length counts [CLS] and [SEP], as `create_pretraining_data.py` does), then the 80/10/10 rule."""
     candidates = (~special).nonzero().flatten()
@@ -50,16 +56,25 @@ def exercise_1() -> None:
     for i in range(min(len(dataset), 1000 if QUICK else 10000)):
         item = dataset[i]
         ours.append(int((item["labels"] != -100).sum()))
-        ids = torch.tensor([dataset.cls_id, *dataset.examples[i].tokens_a, dataset.sep_id,
-                            *dataset.examples[i].tokens_b, dataset.sep_id])
+        ids = torch.tensor(
+            [
+                dataset.cls_id,
+                *dataset.examples[i].tokens_a,
+                dataset.sep_id,
+                *dataset.examples[i].tokens_b,
+                dataset.sep_id,
+            ]
+        )
         special = torch.isin(ids, torch.tensor(SPECIAL_IDS))
         google.append(int((mask_exactly(ids, special, dataset.vocab_size, generator)[1] != -100).sum()))
     print(f"{len(ours):,} sequences of up to 128 tokens; masked tokens per sequence:")
     _describe("a coin per token (ours, HF's)", ours)
     _describe("exact count (Google's)", google)
-    print(f"about the same mean; Google's count depends only on a sequence's length and stops at {MAX_PREDICTIONS}, "
-          f"while a coin per token also varies between sequences of the same length (up to {max(ours)} here), so "
-          f"two sequences of the same length may teach very different amounts")
+    print(
+        f"about the same mean; Google's count depends only on a sequence's length and stops at {MAX_PREDICTIONS}, "
+        f"while a coin per token also varies between sequences of the same length (up to {max(ours)} here), so "
+        f"two sequences of the same length may teach very different amounts"
+    )
 
 
 def exercise_2() -> None:
@@ -71,12 +86,16 @@ def exercise_2() -> None:
         lengths = dataset.lengths()
         random_order = LengthGroupedSampler(lengths, 32, group_by_length=False).order()
         grouped = LengthGroupedSampler(lengths, 32).order()
-        print(f"short_seq_prob={short}: {len(dataset):,} pairs, mean length {sum(lengths) / len(lengths):.1f}; "
-              f"padding at batch 32: {padding_waste(lengths, random_order, 32):.1%} in random order, "
-              f"{padding_waste(lengths, grouped, 32):.1%} grouped by length")
-    print("without short targets the pairs are fuller: fewer of them for the same text, and less padding in random "
-          "order (grouping by length removes most of it either way); but the model never sees the short inputs "
-          "that fine-tuning will give it")
+        print(
+            f"short_seq_prob={short}: {len(dataset):,} pairs, mean length {sum(lengths) / len(lengths):.1f}; "
+            f"padding at batch 32: {padding_waste(lengths, random_order, 32):.1%} in random order, "
+            f"{padding_waste(lengths, grouped, 32):.1%} grouped by length"
+        )
+    print(
+        "without short targets the pairs are fuller: fewer of them for the same text, and less padding in random "
+        "order (grouping by length removes most of it either way); but the model never sees the short inputs "
+        "that fine-tuning will give it"
+    )
 
 
 def exercise_3() -> None:
@@ -89,13 +108,17 @@ def exercise_3() -> None:
         torch.manual_seed(0)
         model = BertForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, pair_batches(docs, batch, length, whole_word_mask=wwm), steps, lr=1e-3)
-        print(f"trained with {'whole-word' if wwm else 'piece'} masks ({steps} steps): validation MLM loss on piece "
-              f"masks {mean_mlm_loss(model, scores[False]):.3f}, on whole-word masks "
-              f"{mean_mlm_loss(model, scores[True]):.3f}")
-    print("compare the models on the same masks (a column), never each on its own kind (a diagonal): whole-word "
-          "masks hide the rest of a word too, which makes them harder for a model that has learned words, so a "
-          "model scored on them looks worse while it may have learned more. And the masks only serve the "
-          "pre-training: fine-tuning never masks, so the fairest test of the two is a fine-tuned task")
+        print(
+            f"trained with {'whole-word' if wwm else 'piece'} masks ({steps} steps): validation MLM loss on piece "
+            f"masks {mean_mlm_loss(model, scores[False]):.3f}, on whole-word masks "
+            f"{mean_mlm_loss(model, scores[True]):.3f}"
+        )
+    print(
+        "compare the models on the same masks (a column), never each on its own kind (a diagonal): whole-word "
+        "masks hide the rest of a word too, which makes them harder for a model that has learned words, so a "
+        "model scored on them looks worse while it may have learned more. And the masks only serve the "
+        "pre-training: fine-tuning never masks, so the fairest test of the two is a fine-tuned task"
+    )
 
 
 def exercise_4() -> None:
@@ -108,14 +131,18 @@ def exercise_4() -> None:
         lengths = dataset.lengths()
         item = dataset[0]
         order = LengthGroupedSampler(lengths, 32, group_by_length=False).order()
-        print(f"{name:<22} {len(dataset):6,} rows, {sum(lengths) / len(lengths):5.1f} tokens per row, padding "
-              f"{padding_waste(lengths, order, 32):5.1%} at batch 32 in random order; keys {sorted(item)}; "
-              f"segment 1 used: {bool(item['token_type_ids'].any())}")
+        print(
+            f"{name:<22} {len(dataset):6,} rows, {sum(lengths) / len(lengths):5.1f} tokens per row, padding "
+            f"{padding_waste(lengths, order, 32):5.1%} at batch 32 in random order; keys {sorted(item)}; "
+            f"segment 1 used: {bool(item['token_type_ids'].any())}"
+        )
     crossing = sum(bool((packed[i]["input_ids"][1:-1] == packed.sep_id).any()) for i in range(len(packed)))
     print(f"packed rows that run from one document into the next: {crossing:,}")
-    print("what changes: the dataset cuts one stream of tokens (documents joined by [SEP]) into full rows instead "
-          "of drawing pairs, so it needs no documents to draw from and no labels; the collator drops "
-          "next_sentence_label and segment 1, and pads nothing; the objective drops NSP, and the pooler is unused")
+    print(
+        "what changes: the dataset cuts one stream of tokens (documents joined by [SEP]) into full rows instead "
+        "of drawing pairs, so it needs no documents to draw from and no labels; the collator drops "
+        "next_sentence_label and segment 1, and pads nothing; the objective drops NSP, and the pooler is unused"
+    )
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ sentences where a far word changes the course model's guess.
 `python solutions/s08_evaluation.py` runs them all on the course model; `BERTLIB_QUICK=1` scores a slice of the
 validation split.
 """
+
 import math
 from itertools import islice
 
@@ -34,13 +35,17 @@ def exercise_1() -> None:
     for seed in (EVAL_SEED, 1, 2, 3):
         rows[seed] = validation_metrics(model, validation_loader(seed), BATCHES)
         s = rows[seed]
-        print(f"seed {seed:>5}: perplexity {s['mlm_perplexity']:6.2f}, top-1 {s['mlm_accuracy']:.4f}, "
-              f"NSP {s['nsp_accuracy']:.4f}")
+        print(
+            f"seed {seed:>5}: perplexity {s['mlm_perplexity']:6.2f}, top-1 {s['mlm_accuracy']:.4f}, "
+            f"NSP {s['nsp_accuracy']:.4f}"
+        )
     for metric in ("mlm_perplexity", "mlm_accuracy", "nsp_accuracy"):
         values = [r[metric] for r in rows.values()]
         print(f"{metric:<15} spread (largest - smallest) {max(values) - min(values):.4f}")
-    print("two runs scored on the same static masks are compared without this noise; a difference smaller than "
-          "this spread between runs scored on different masks means nothing")
+    print(
+        "two runs scored on the same static masks are compared without this noise; a difference smaller than "
+        "this spread between runs scored on different masks means nothing"
+    )
 
 
 class BigramBaseline:
@@ -89,27 +94,54 @@ def exercise_2() -> None:
     train_ids = corpus("train").ids
     loader = validation_loader(EVAL_SEED)
     vocab_size = tokenizer.get_vocab_size()
-    results = {"unigram": unigram_baseline(train_ids, islice(loader, BATCHES), vocab_size),
-               "bigram (the token before)": BigramBaseline(train_ids, vocab_size).scores(loader, BATCHES),
-               "course model": validation_metrics(model, loader, BATCHES)}
+    results = {
+        "unigram": unigram_baseline(train_ids, islice(loader, BATCHES), vocab_size),
+        "bigram (the token before)": BigramBaseline(train_ids, vocab_size).scores(loader, BATCHES),
+        "course model": validation_metrics(model, loader, BATCHES),
+    }
     for name, s in results.items():
         print(f"{name:<27} perplexity {s['mlm_perplexity']:8.2f}, top-1 {s['mlm_accuracy']:.3f}")
-    print("the token before alone already pins down much of what follows; the model reads both sides of the mask "
-          "and both segments")
+    print(
+        "the token before alone already pins down much of what follows; the model reads both sides of the mask "
+        "and both segments"
+    )
 
 
-SWAPS = {"he": "she", "she": "he", "his": "her", "her": "his", "war": "game", "game": "war", "city": "river",
-         "river": "city", "film": "song", "song": "film", "army": "team", "team": "army", "church": "school",
-         "school": "church", "king": "president", "season": "battle", "battle": "season", "ship": "album",
-         "album": "ship", "species": "band", "band": "species"}
+SWAPS = {
+    "he": "she",
+    "she": "he",
+    "his": "her",
+    "her": "his",
+    "war": "game",
+    "game": "war",
+    "city": "river",
+    "river": "city",
+    "film": "song",
+    "song": "film",
+    "army": "team",
+    "team": "army",
+    "church": "school",
+    "school": "church",
+    "king": "president",
+    "season": "battle",
+    "battle": "season",
+    "ship": "album",
+    "album": "ship",
+    "species": "band",
+    "band": "species",
+}
 
 
 def exercise_3() -> None:
     "Masked words whose top guess changes when one word at least eight tokens away is swapped for another."
     header("exercise 3: a far word that changes the guess")
     model, tokenizer = course_model()
-    sentences = [" ".join(tokenizer.decode(s).split()) for doc in corpus("validation").documents()[:40 if QUICK else 60]
-                 for s in doc if 12 <= len(s) <= 40]
+    sentences = [
+        " ".join(tokenizer.decode(s).split())
+        for doc in corpus("validation").documents()[: 40 if QUICK else 60]
+        for s in doc
+        if 12 <= len(s) <= 40
+    ]
     found = []
     for sentence in sentences:
         words = sentence.split()
@@ -119,8 +151,8 @@ def exercise_3() -> None:
             for i in range(len(words)):
                 if abs(i - j) < 8 or not words[i].isalpha() or words[i] in SWAPS:
                     continue
-                masked = words[:i] + ["[MASK]"] + words[i + 1:]
-                changed = masked[:j] + [SWAPS[word]] + masked[j + 1:]
+                masked = words[:i] + ["[MASK]"] + words[i + 1 :]
+                changed = masked[:j] + [SWAPS[word]] + masked[j + 1 :]
                 before, after = (fill_mask(model, tokenizer, " ".join(w), top_k=1)[0][0] for w in (masked, changed))
                 if before[0] != after[0]:
                     found.append((" ".join(masked), word, SWAPS[word], before, after))
@@ -134,9 +166,12 @@ def exercise_3() -> None:
         query = maps.tokens.index("[MASK]")
         key = maps.tokens.index(old)
         share = maps.attentions[:, :, query, key].mean(1)  # per layer, averaged over heads
-        print(f"{text}\n   '{old}' -> '{new}': top guess {before[0]} ({before[1]:.2f}) -> {after[0]} ({after[1]:.2f}); "
-              f"attention of [MASK] on '{old}', mean over heads per layer: "
-              + ", ".join(f"{v:.3f}" for v in share.tolist()) + f" (uniform would be {1 / len(maps.tokens):.3f})")
+        print(
+            f"{text}\n   '{old}' -> '{new}': top guess {before[0]} ({before[1]:.2f}) -> {after[0]} ({after[1]:.2f}); "
+            f"attention of [MASK] on '{old}', mean over heads per layer: "
+            + ", ".join(f"{v:.3f}" for v in share.tolist())
+            + f" (uniform would be {1 / len(maps.tokens):.3f})"
+        )
     if not found:
         print("no swap changed a top guess in these sentences; search more of the split")
 

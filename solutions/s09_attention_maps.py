@@ -5,6 +5,7 @@ al. 2020).
 `python solutions/s09_attention_maps.py` runs them all; `BERTLIB_QUICK=1` trains the short run for a few dozen
 steps and reads fewer sentences.
 """
+
 import torch
 from common import QUICK, course_model, documents, header, pair_batches, run_all, train
 
@@ -39,10 +40,14 @@ def exercise_1() -> None:
     for name, model in (("untrained", untrained), (f"short run, {steps} steps", short), ("course model", course)):
         maps = [attention_maps(model, tokenizer, t) for t in texts]
         scores, entropy = head_scores(maps), head_entropy(maps)
-        print(f"{name:<22} previous {_strongest(scores['previous token'])}, next {_strongest(scores['next token'])}, "
-              f"[SEP] {_strongest(scores['[SEP]'])}; entropy " + ", ".join(f"{e:.2f}" for e in entropy.mean(1)))
-    print("a model still on the plateau has heads close to the untrained baseline; the course model has "
-          "positional heads (previous, next) and sharp attention, and no head that parks on [SEP] at this size")
+        print(
+            f"{name:<22} previous {_strongest(scores['previous token'])}, next {_strongest(scores['next token'])}, "
+            f"[SEP] {_strongest(scores['[SEP]'])}; entropy " + ", ".join(f"{e:.2f}" for e in entropy.mean(1))
+        )
+    print(
+        "a model still on the plateau has heads close to the untrained baseline; the course model has "
+        "positional heads (previous, next) and sharp attention, and no head that parks on [SEP] at this size"
+    )
 
 
 def same_string_score(maps: list[AttentionMaps]) -> torch.Tensor:
@@ -69,12 +74,17 @@ def exercise_2() -> None:
     for name, model in (("untrained", untrained), ("course model", course)):
         scores = same_string_score([attention_maps(model, tokenizer, t) for t in texts])
         flat = scores.flatten().topk(3)
-        heads = ", ".join(f"{i // scores.shape[1]}.{i % scores.shape[1]}: {v:.3f}"
-                          for v, i in zip(flat.values.tolist(), flat.indices.tolist(), strict=True))
-        print(f"{name:<13} strongest heads (layer.head: share of attention on other copies of the query's token) "
-              f"{heads}")
-    print("a head with this habit links repeated words (a name, 'the' to 'the'); compare with the untrained "
-          "baseline, which gives each copy the uniform share")
+        heads = ", ".join(
+            f"{i // scores.shape[1]}.{i % scores.shape[1]}: {v:.3f}"
+            for v, i in zip(flat.values.tolist(), flat.indices.tolist(), strict=True)
+        )
+        print(
+            f"{name:<13} strongest heads (layer.head: share of attention on other copies of the query's token) {heads}"
+        )
+    print(
+        "a head with this habit links repeated words (a name, 'the' to 'the'); compare with the untrained "
+        "baseline, which gives each copy the uniform share"
+    )
 
 
 def value_weighted(model: BertForPreTraining, tokenizer, text: str) -> tuple[AttentionMaps, AttentionMaps]:
@@ -82,8 +92,10 @@ def value_weighted(model: BertForPreTraining, tokenizer, text: str) -> tuple[Att
     sends through that head, ||W_O,h v_j,h|| (Kobayashi et al. 2020), rows renormalised to sum to 1."""
     maps = attention_maps(model, tokenizer, text)
     values = []
-    hooks = [layer.attention.value.register_forward_hook(lambda _, __, out: values.append(out))
-             for layer in model.bert.encoder.layers]
+    hooks = [
+        layer.attention.value.register_forward_hook(lambda _, __, out: values.append(out))
+        for layer in model.bert.encoder.layers
+    ]
     try:
         with torch.no_grad():
             model(torch.tensor([tokenizer.encode(text).ids]), output_attentions=True)
@@ -108,13 +120,17 @@ def exercise_3() -> None:
     pairs = [value_weighted(course, tokenizer, t) for t in sentences()]
     plain, weighted = head_scores([p for p, _ in pairs]), head_scores([w for _, w in pairs])
     for pattern in PATTERNS:
-        print(f"{pattern:>15}: mean over heads {plain[pattern].nanmean():.3f} -> {weighted[pattern].nanmean():.3f}, "
-              f"strongest head {plain[pattern].nan_to_num(0).max():.3f} -> {weighted[pattern].nan_to_num(0).max():.3f}")
+        print(
+            f"{pattern:>15}: mean over heads {plain[pattern].nanmean():.3f} -> {weighted[pattern].nanmean():.3f}, "
+            f"strongest head {plain[pattern].nan_to_num(0).max():.3f} -> {weighted[pattern].nan_to_num(0).max():.3f}"
+        )
     change = sum((p.attentions - w.attentions).abs().sum(-1).mean() for p, w in pairs) / len(pairs) / 2
     print(f"on average {change:.1%} of a row's attention moves to other keys when weighted")
-    print("where the weighted share falls, a head attends to tokens whose value vectors are small: it looks there "
-          "but moves little; where it rises, the key sends more than its weight suggests. The weighted maps are "
-          "closer to what each key contributes to the head's output")
+    print(
+        "where the weighted share falls, a head attends to tokens whose value vectors are small: it looks there "
+        "but moves little; where it rises, the key sends more than its weight suggests. The weighted maps are "
+        "closer to what each key contributes to the head's output"
+    )
 
 
 def main() -> None:

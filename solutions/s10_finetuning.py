@@ -5,6 +5,7 @@ length, whether a gain of 2.3 points is real, and sentences cut at 16 tokens.
 `BERTLIB_QUICK=1` each change runs at the fine-tuning study's sizes (tens of minutes); with it, on slices of a few
 hundred examples, whose scores are noisy and show only the direction of an effect.
 """
+
 import math
 import statistics
 
@@ -38,8 +39,9 @@ def _accuracy(model: torch.nn.Module, loader: DataLoader) -> float:
     model.eval()
     with torch.no_grad():
         for batch in loader:
-            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                           token_type_ids=batch["token_type_ids"]).logits
+            logits = model(
+                batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+            ).logits
             hits += int((logits.argmax(-1) == batch["labels"]).sum())
             total += len(batch["labels"])
     return hits / total
@@ -56,10 +58,14 @@ def exercise_1() -> None:
     collate = PaddingCollator(tokenizer.token_to_id("[PAD]"), pad_to_multiple_of=8)
     train_set, valid_set = (encode_task("sst2", e, tokenizer, 64) for e in (train_examples, valid_examples))
     epochs = 1 if QUICK else 2
-    print(f"{len(train_set):,} training sentences, {epochs} epochs of batch 32; {len(valid_set):,} validation "
-          f"sentences")
-    for name, frozen, lr in (("everything", False, 1e-4), ("classifier only", True, 1e-4),
-                             ("classifier only", True, 1e-3)):
+    print(
+        f"{len(train_set):,} training sentences, {epochs} epochs of batch 32; {len(valid_set):,} validation sentences"
+    )
+    for name, frozen, lr in (
+        ("everything", False, 1e-4),
+        ("classifier only", True, 1e-4),
+        ("classifier only", True, 1e-3),
+    ):
         torch.manual_seed(0)
         model = BertForSequenceClassification(course.config, TASKS["sst2"].label_names)
         model.load_encoder(course.state_dict())
@@ -70,14 +76,20 @@ def exercise_1() -> None:
         model.train()
         for _ in range(epochs):
             for batch in loader:
-                model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                      token_type_ids=batch["token_type_ids"], labels=batch["labels"]).loss.backward()
+                model(
+                    batch["input_ids"],
+                    attention_mask=batch["attention_mask"],
+                    token_type_ids=batch["token_type_ids"],
+                    labels=batch["labels"],
+                ).loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()
         accuracy = _accuracy(model, DataLoader(valid_set, 64, collate_fn=collate))
         print(f"train {name:<16} at lr {lr:g}: {trained:>9,} trained parameters, validation accuracy {accuracy:.3f}")
-    print("a frozen encoder hands the classifier the pooled [CLS] that NSP trained, a summary made for another "
-          "task; fine-tuning lets every layer move towards sentiment, which is where BERT's gains come from")
+    print(
+        "a frozen encoder hands the classifier the pooled [CLS] that NSP trained, a summary made for another "
+        "task; fine-tuning lets every layer move towards sentiment, which is where BERT's gains come from"
+    )
 
 
 def exercise_2() -> None:
@@ -95,18 +107,30 @@ def exercise_2() -> None:
                 loss = torch.nn.functional.cross_entropy(logits[position], item["labels"][position]).item()
                 losses["positions 0..127" if position < 128 else "positions 128..255"].append(loss)
     for name, values in losses.items():
-        print(f"{name}: masked perplexity {math.exp(statistics.mean(values)):8.1f} ({len(values)} masked tokens, "
-              f"{count} rows of 256 WikiText-2 test tokens)")
+        print(
+            f"{name}: masked perplexity {math.exp(statistics.mean(values)):8.1f} ({len(values)} masked tokens, "
+            f"{count} rows of 256 WikiText-2 test tokens)"
+        )
     budget = dict(train_examples=48, eval_examples=24, epochs=1.0) if QUICK else dict(train_examples=2000, epochs=2.0)
     for length, stride in ((128, 64), (256, 128)):
         # past the pre-training length the library refuses unless asked: this exercise asks
-        records = run(f"squad-{length}", task="squad", max_seq_len=length, doc_stride=stride,
-                      untrained_positions=length > 128, **budget)
-        print(f"SQuAD fine-tuned with windows of {length} pieces (stride {stride}): best validation F1 "
-              f"{100 * best(records, 'f1'):.1f}")
-    print("past position 127 the course model reads rows of its position table that pre-training never touched; "
-          "a window of 256 puts half of every long paragraph there, while windows of 128 with a stride see all of it "
-          "at trained positions")
+        records = run(
+            f"squad-{length}",
+            task="squad",
+            max_seq_len=length,
+            doc_stride=stride,
+            untrained_positions=length > 128,
+            **budget,
+        )
+        print(
+            f"SQuAD fine-tuned with windows of {length} pieces (stride {stride}): best validation F1 "
+            f"{100 * best(records, 'f1'):.1f}"
+        )
+    print(
+        "past position 127 the course model reads rows of its position table that pre-training never touched; "
+        "a window of 256 puts half of every long paragraph there, while windows of 128 with a stride see all of it "
+        "at trained positions"
+    )
 
 
 def exercise_3() -> None:
@@ -114,15 +138,25 @@ def exercise_3() -> None:
     header("exercise 3: is a gain of 2.3 +- 1.6 points real?")
     seeds = (0, 1) if QUICK else (0, 1, 2, 3, 4, 5)
     budget = dict(train_examples=SST2_TRAIN, eval_examples=SST2_EVAL, epochs=1.0 if QUICK else 2.0, lr=3e-4)
-    scores = {init: [100 * best(run(f"sst2-{init}-{seed}", task="sst2", init=init, seed=seed, **budget), "accuracy")
-                     for seed in seeds] for init in ("pretrained", "random")}
+    scores = {
+        init: [
+            100 * best(run(f"sst2-{init}-{seed}", task="sst2", init=init, seed=seed, **budget), "accuracy")
+            for seed in seeds
+        ]
+        for init in ("pretrained", "random")
+    }
     for init, values in scores.items():
-        print(f"{init:<10}: " + ", ".join(f"{v:.1f}" for v in values)
-              + f"; mean {statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}")
+        print(
+            f"{init:<10}: "
+            + ", ".join(f"{v:.1f}" for v in values)
+            + f"; mean {statistics.mean(values):.2f} +- {statistics.stdev(values):.2f}"
+        )
     gain = statistics.mean(scores["pretrained"]) - statistics.mean(scores["random"])
     error = math.sqrt(sum(statistics.variance(v) / len(v) for v in scores.values()))
-    print(f"gain {gain:+.2f} points, standard error of the difference {error:.2f}: t = {gain / error:.2f} "
-          f"({len(seeds)} seeds a side); |t| under about 2 is within chance")
+    print(
+        f"gain {gain:+.2f} points, standard error of the difference {error:.2f}: t = {gain / error:.2f} "
+        f"({len(seeds)} seeds a side); |t| under about 2 is within chance"
+    )
 
 
 def exercise_4() -> None:
@@ -131,14 +165,20 @@ def exercise_4() -> None:
     _, tokenizer = course_model()
     examples = load_task("sst2", "validation")
     pieces = [len(tokenizer.encode(e.text).ids) for e in examples]  # [CLS] and [SEP] included
-    print(f"validation sentences longer than 16 tokens: {sum(n > 16 for n in pieces) / len(pieces):.1%}; "
-          f"median length {statistics.median(pieces):.0f} tokens, longest {max(pieces)}")
+    print(
+        f"validation sentences longer than 16 tokens: {sum(n > 16 for n in pieces) / len(pieces):.1%}; "
+        f"median length {statistics.median(pieces):.0f} tokens, longest {max(pieces)}"
+    )
     budget = dict(train_examples=SST2_TRAIN, eval_examples=SST2_EVAL, epochs=1.0 if QUICK else 2.0)
     for length in (128, 16):
-        print(f"max_seq_len={length:>3}: best validation accuracy "
-              f"{best(run(f'sst2-len{length}', task='sst2', max_seq_len=length, **budget), 'accuracy'):.3f}")
-    print("a cut sentence loses its end, where a review often turns ('..., but it never works'): what 16 tokens "
-          "cost depends on how often the end decides the label, more than on the share of tokens cut")
+        print(
+            f"max_seq_len={length:>3}: best validation accuracy "
+            f"{best(run(f'sst2-len{length}', task='sst2', max_seq_len=length, **budget), 'accuracy'):.3f}"
+        )
+    print(
+        "a cut sentence loses its end, where a review often turns ('..., but it never works'): what 16 tokens "
+        "cost depends on how often the end decides the label, more than on the share of tokens cut"
+    )
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ layers come from.
 `python solutions/s12_electra_distillation.py` runs them all; `BERTLIB_QUICK=1` trains for a few dozen steps, which
 shows what each change touches but not the size of its effect.
 """
+
 import math
 
 import torch
@@ -32,11 +33,15 @@ def exercise_1() -> None:
         model = ElectraForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, packed_batches(docs, BATCH, 64, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
         scores = rtd_metrics(model, static_packed(valid, 32, 64, 4, mlm_probability=rate))
-        print(f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
-              f"scores {1 - scores['replaced_share']:.1%}; the discriminator scores {scores['rtd_accuracy']:.1%} "
-              f"(generator perplexity {scores['mlm_perplexity']:.0f})")
-    print("the share replaced is the masking rate times the chance that the sample differs from the original: "
-          "halving the rate halves the signal of 'replaced' tokens and raises the bar the discriminator must beat")
+        print(
+            f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
+            f"scores {1 - scores['replaced_share']:.1%}; the discriminator scores {scores['rtd_accuracy']:.1%} "
+            f"(generator perplexity {scores['mlm_perplexity']:.0f})"
+        )
+    print(
+        "the share replaced is the masking rate times the chance that the sample differs from the original: "
+        "halving the rate halves the signal of 'replaced' tokens and raises the bar the discriminator must beat"
+    )
 
 
 def exercise_2() -> None:
@@ -47,18 +52,23 @@ def exercise_2() -> None:
     drawn_back = expected = masked = 0.0
     with torch.no_grad():
         for batch in static_packed(documents("validation", 20), 32, 128, 4 if QUICK else 40):
-            logits = model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                           labels=batch["labels"]).prediction_logits
+            logits = model(
+                batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+            ).prediction_logits
             target = batch["labels"][batch["labels"] != -100]
             probs = logits.softmax(-1)
             sampled = torch.multinomial(probs, 1).squeeze(-1)
             drawn_back += float((sampled == target).sum())
             expected += float(probs[torch.arange(len(target)), target].sum())
             masked += len(target)
-    print(f"{int(masked):,} masked tokens: the sample is the original for {drawn_back / masked:.1%} of them "
-          f"(the model's mean probability of the original: {expected / masked:.1%})")
-    print("labelled 'replaced' anyway, that share of the discriminator's positive labels would be wrong, and the "
-          "better the generator, the more of them: the discriminator would learn to flag correct tokens")
+    print(
+        f"{int(masked):,} masked tokens: the sample is the original for {drawn_back / masked:.1%} of them "
+        f"(the model's mean probability of the original: {expected / masked:.1%})"
+    )
+    print(
+        "labelled 'replaced' anyway, that share of the discriminator's positive labels would be wrong, and the "
+        "better the generator, the more of them: the discriminator would learn to flag correct tokens"
+    )
 
 
 def _student_batches():
@@ -67,9 +77,11 @@ def _student_batches():
 
 def distil(student: BertForPreTraining, teacher: BertForPreTraining, temperature: float) -> list[float]:
     "A short distillation with DistilBERT's weights: 5 x soft targets + 2 x MLM + 1 x cosine."
+
     def loss(model: BertForPreTraining, batch: dict) -> torch.Tensor:
         soft, mlm, cos = distillation_losses(model, teacher, batch, temperature)
         return 5 * soft + 2 * mlm + cos
+
     return train(student, _student_batches(), STEPS, lr=5e-4, loss=loss)
 
 
@@ -80,10 +92,13 @@ def exercise_3() -> None:
     valid = static_packed(documents("validation", 20), 16, LENGTH, 2 if QUICK else 8, mlm_probability=0.15)
     batch = valid[0]
     with torch.no_grad():
-        logits = teacher(batch["input_ids"], attention_mask=batch["attention_mask"],
-                         labels=batch["labels"]).prediction_logits
-    print(f"teacher, {len(logits)} masked tokens; student before training: perplexity "
-          f"{math.exp(mean_mlm_loss(student_from_teacher(teacher), valid)):.1f}")
+        logits = teacher(
+            batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+        ).prediction_logits
+    print(
+        f"teacher, {len(logits)} masked tokens; student before training: perplexity "
+        f"{math.exp(mean_mlm_loss(student_from_teacher(teacher), valid)):.1f}"
+    )
     for temperature in (1.0, 2.0, 4.0):
         probs = (logits / temperature).softmax(-1)
         entropy = -(probs * probs.clamp_min(1e-12).log2()).sum(-1).mean()
@@ -92,11 +107,15 @@ def exercise_3() -> None:
         with torch.no_grad():
             soft = distillation_losses(student.eval(), teacher, batch, temperature)[0]
         distil(student, teacher, temperature)
-        print(f"T = {temperature:g}: teacher's entropy {entropy:.2f} bits, top probability {top:.3f}; fresh student's "
-              f"soft loss {soft:.4f}; after {STEPS} steps the student's perplexity "
-              f"{math.exp(mean_mlm_loss(student, valid)):.1f}")
-    print("a higher temperature flattens the teacher's distribution, so its second and third guesses carry weight; "
-          "the T^2 factor keeps the soft loss's gradients comparable across temperatures")
+        print(
+            f"T = {temperature:g}: teacher's entropy {entropy:.2f} bits, top probability {top:.3f}; fresh student's "
+            f"soft loss {soft:.4f}; after {STEPS} steps the student's perplexity "
+            f"{math.exp(mean_mlm_loss(student, valid)):.1f}"
+        )
+    print(
+        "a higher temperature flattens the teacher's distribution, so its second and third guesses carry weight; "
+        "the T^2 factor keeps the soft loss's gradients comparable across temperatures"
+    )
 
 
 def exercise_4() -> None:
@@ -114,14 +133,18 @@ def exercise_4() -> None:
         before = math.exp(mean_mlm_loss(student, valid))
         distil(student, teacher, 2.0)
         after[name] = math.exp(mean_mlm_loss(student, valid))
-        print(f"{name:<14}: perplexity {before:9.1f} before, {after[name]:9.1f} after {STEPS} steps of distillation "
-              f"(teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})")
+        print(
+            f"{name:<14}: perplexity {before:9.1f} before, {after[name]:9.1f} after {STEPS} steps of distillation "
+            f"(teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
+        )
     print("measured order, best first: " + ", ".join(sorted(after, key=after.get)))
-    print("both copies start far ahead of a random student, which has everything to learn. Between the two: the "
-          "spread layers end with the teacher's last layer, whose output the heads were trained to read, but jump "
-          "from its first layer's output to an input its last layer never saw; the first two layers run in the "
-          "teacher's own order and leave its last steps undone. Which costs less is an empirical question, and "
-          "the answer can change as training goes on")
+    print(
+        "both copies start far ahead of a random student, which has everything to learn. Between the two: the "
+        "spread layers end with the teacher's last layer, whose output the heads were trained to read, but jump "
+        "from its first layer's output to an input its last layer never saw; the first two layers run in the "
+        "teacher's own order and leave its last steps undone. Which costs less is an empirical question, and "
+        "the answer can change as training goes on"
+    )
 
 
 def main() -> None:

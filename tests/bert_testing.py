@@ -21,8 +21,15 @@ CLS, SEP = 2, 3
 
 def small_config(**overrides) -> BertConfig:
     "An odd-sized config (hidden 48, vocab 97) with weights large enough for differences to show."
-    fields = dict(vocab_size=97, hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
-                  max_position_embeddings=64, initializer_range=0.2)
+    fields = dict(
+        vocab_size=97,
+        hidden_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=64,
+        initializer_range=0.2,
+    )
     return BertConfig(**{**fields, **overrides})
 
 
@@ -59,14 +66,17 @@ def model_pair(config: BertConfig, seed: int = 0) -> tuple[BertForPreTraining, t
 def wordpiece_tokenizer(vocab_size: int = 150, seed: int = 0) -> Tokenizer:
     "A BERT-style WordPiece tokenizer (BertNormalizer, no post-processor) trained on synthetic sentences."
     rng = random.Random(seed)
-    words = ("the a cat dog bird fish sat ran flew swam on under over near mat log tree house river quickly "
-             "slowly big small red blue green jumped walked talked played").split()
+    words = (
+        "the a cat dog bird fish sat ran flew swam on under over near mat log tree house river quickly "
+        "slowly big small red blue green jumped walked talked played"
+    ).split()
     sentences = [" ".join(rng.choice(words) for _ in range(rng.randint(4, 12))) for _ in range(400)]
     tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tokenizer.train_from_iterator(sentences, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS,
-                                                                       show_progress=False))
+    tokenizer.train_from_iterator(
+        sentences, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, show_progress=False)
+    )
     return tokenizer
 
 

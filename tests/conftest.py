@@ -11,6 +11,7 @@
   instead of one measured from the CPUs idle at the time: a count that follows the load would make runs that tests
   compare bit for bit round differently.
 """
+
 import os
 from pathlib import Path
 

@@ -23,8 +23,9 @@ import transformers
 from bert_testing import wordpiece_tokenizer
 
 GOOGLE_SPECIALS = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SIZES = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96,
-             max_position_embeddings=128)
+SIZES = dict(
+    hidden_size=48, num_hidden_layers=2, num_attention_heads=4, intermediate_size=96, max_position_embeddings=128
+)
 
 
 def google_vocab() -> list[str]:
@@ -45,11 +46,19 @@ def _write_vocab(path: Path, vocab: list[str]) -> None:
 def google_layout(path: Path, seed: int = 0) -> tuple[Path, transformers.BertForPreTraining]:
     "A folder as Google's small BERTs are on the hub (see the module's docstring)."
     vocab = google_vocab()
-    config = {"hidden_size": SIZES["hidden_size"], "hidden_act": "gelu", "initializer_range": 0.02,
-              "vocab_size": len(vocab), "hidden_dropout_prob": 0.1, "num_attention_heads": SIZES["num_attention_heads"],
-              "type_vocab_size": 2, "max_position_embeddings": SIZES["max_position_embeddings"],
-              "num_hidden_layers": SIZES["num_hidden_layers"], "intermediate_size": SIZES["intermediate_size"],
-              "attention_probs_dropout_prob": 0.1}
+    config = {
+        "hidden_size": SIZES["hidden_size"],
+        "hidden_act": "gelu",
+        "initializer_range": 0.02,
+        "vocab_size": len(vocab),
+        "hidden_dropout_prob": 0.1,
+        "num_attention_heads": SIZES["num_attention_heads"],
+        "type_vocab_size": 2,
+        "max_position_embeddings": SIZES["max_position_embeddings"],
+        "num_hidden_layers": SIZES["num_hidden_layers"],
+        "intermediate_size": SIZES["intermediate_size"],
+        "attention_probs_dropout_prob": 0.1,
+    }
     model = _pretraining_model(seed, **config)
     path.mkdir(parents=True)
     (path / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
@@ -63,25 +72,53 @@ def google_layout(path: Path, seed: int = 0) -> tuple[Path, transformers.BertFor
 def bert_base_layout(path: Path, seed: int = 1) -> tuple[Path, transformers.BertForPreTraining]:
     "A folder as `bert-base-uncased` is on the hub (see the module's docstring)."
     vocab = google_vocab()
-    config = {"architectures": ["BertForMaskedLM"], "attention_probs_dropout_prob": 0.1,
-              "gradient_checkpointing": False, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-              "hidden_size": SIZES["hidden_size"], "initializer_range": 0.02,
-              "intermediate_size": SIZES["intermediate_size"], "layer_norm_eps": 1e-12,
-              "max_position_embeddings": SIZES["max_position_embeddings"], "model_type": "bert",
-              "num_attention_heads": SIZES["num_attention_heads"], "num_hidden_layers": SIZES["num_hidden_layers"],
-              "pad_token_id": 0, "position_embedding_type": "absolute", "transformers_version": "4.6.0.dev0",
-              "type_vocab_size": 2, "use_cache": True, "vocab_size": len(vocab)}
-    model = _pretraining_model(seed, **{k: v for k, v in config.items()
-                                       if k not in ("architectures", "gradient_checkpointing", "model_type",
-                                                    "position_embedding_type", "transformers_version")})
+    config = {
+        "architectures": ["BertForMaskedLM"],
+        "attention_probs_dropout_prob": 0.1,
+        "gradient_checkpointing": False,
+        "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1,
+        "hidden_size": SIZES["hidden_size"],
+        "initializer_range": 0.02,
+        "intermediate_size": SIZES["intermediate_size"],
+        "layer_norm_eps": 1e-12,
+        "max_position_embeddings": SIZES["max_position_embeddings"],
+        "model_type": "bert",
+        "num_attention_heads": SIZES["num_attention_heads"],
+        "num_hidden_layers": SIZES["num_hidden_layers"],
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "transformers_version": "4.6.0.dev0",
+        "type_vocab_size": 2,
+        "use_cache": True,
+        "vocab_size": len(vocab),
+    }
+    model = _pretraining_model(
+        seed,
+        **{
+            k: v
+            for k, v in config.items()
+            if k
+            not in (
+                "architectures",
+                "gradient_checkpointing",
+                "model_type",
+                "position_embedding_type",
+                "transformers_version",
+            )
+        },
+    )
     path.mkdir(parents=True)
     (path / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    (path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, "model_max_length": 512}),
-                                                encoding="utf-8")
+    (path / "tokenizer_config.json").write_text(
+        json.dumps({"do_lower_case": True, "model_max_length": 512}), encoding="utf-8"
+    )
     _write_vocab(path, vocab)
-    tensorflow_names = {k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"):
-                        v.clone() for k, v in model.state_dict().items()
-                        if not k.startswith("cls.predictions.decoder.")}  # tied to the embeddings: stored once
+    tensorflow_names = {
+        k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v.clone()
+        for k, v in model.state_dict().items()
+        if not k.startswith("cls.predictions.decoder.")
+    }  # tied to the embeddings: stored once
     safetensors.torch.save_file(tensorflow_names, path / "model.safetensors", metadata={"format": "pt"})
     return path, model
 

@@ -59,9 +59,11 @@ def test_albert_style_models_equal_hf_albert(share):
     real = mask.bool()
     assert torch.allclose(ours.prediction_logits[real], theirs.prediction_logits[real], atol=1e-5)
     assert torch.allclose(ours.seq_relationship_logits, theirs.sop_logits, atol=1e-5)
-    for head, name in ((BertForSequenceClassification(config, ("a", "b")), "logits"),
-                       (BertForTokenClassification(config, ("O", "B-X")), "logits"),
-                       (BertForQuestionAnswering(config), "end_logits")):
+    for head, name in (
+        (BertForSequenceClassification(config, ("a", "b")), "logits"),
+        (BertForTokenClassification(config, ("O", "B-X")), "logits"),
+        (BertForQuestionAnswering(config), "end_logits"),
+    ):
         hf_head = interop.to_transformers(head.eval())
         assert type(hf_head).__name__.startswith("Albert")
         with torch.no_grad():

@@ -16,7 +16,7 @@ def layer_and_inputs(heads: int, hidden: int, batch: int, seq: int, seed: int = 
     x = torch.randn(batch, seq, hidden)
     mask = torch.ones(batch, seq, dtype=torch.long)
     for row in range(1, batch):
-        mask[row, torch.randint(1, seq + 1, ()).item():] = 0
+        mask[row, torch.randint(1, seq + 1, ()).item() :] = 0
     return layer, x, mask
 
 
@@ -37,8 +37,9 @@ def test_sdpa_equals_explicit(heads, hidden, batch, seq, padded):
 @pytest.mark.parametrize("heads, hidden, batch, seq", CASES[:4])
 def test_equals_transformers_self_attention(heads, hidden, batch, seq):
     layer, x, mask = layer_and_inputs(heads, hidden, batch, seq)
-    hf = modeling_bert.BertSelfAttention(transformers.BertConfig(
-        hidden_size=hidden, num_attention_heads=heads, attn_implementation="eager")).eval()
+    hf = modeling_bert.BertSelfAttention(
+        transformers.BertConfig(hidden_size=hidden, num_attention_heads=heads, attn_implementation="eager")
+    ).eval()
     hf.load_state_dict({k: v for k, v in layer.state_dict().items() if not k.startswith("output.")})
     out, probs = layer(x, mask, output_attentions=True)
     hf_context, hf_probs = hf(x, attention_bias(mask, x.dtype))

@@ -24,23 +24,45 @@ def load_script(name: str):
 
 
 def side(tokens_per_second: float, memory_mib: float, mfu: float | None = None) -> dict:
-    row = {"tokens_per_second": tokens_per_second, "step_seconds": 4096 / tokens_per_second,
-           "peak_memory_bytes": int(memory_mib * 2**20)}
+    row = {
+        "tokens_per_second": tokens_per_second,
+        "step_seconds": 4096 / tokens_per_second,
+        "peak_memory_bytes": int(memory_mib * 2**20),
+    }
     return row if mfu is None else {**row, "mfu": mfu}
 
 
 def sample(device: str) -> dict:
-    machine = {"date": "2026-01-02", "cpu": "Test CPU", "cpu_cores": 2, "torch": "2.13.0", "transformers": "5.0",
-               "device": device, **({"gpu": "NVIDIA H100 80GB HBM3"} if device == "cuda" else {})}
+    machine = {
+        "date": "2026-01-02",
+        "cpu": "Test CPU",
+        "cpu_cores": 2,
+        "torch": "2.13.0",
+        "transformers": "5.0",
+        "device": device,
+        **({"gpu": "NVIDIA H100 80GB HBM3"} if device == "cuda" else {}),
+    }
     mfu = device == "cuda"
-    row = {"preset": "mini", "vocab_size": 30522, "parameters": 12_345_678, "batch_size": 32, "seq_len": 128,
-           "dtype": "bf16" if mfu else "fp32", "compile": mfu, "speedup": 3.25,
-           "bertlib": side(13000, 700.4, 0.41 if mfu else None),
-           "transformers": side(4000, 1200.6, 0.126 if mfu else None)}
+    row = {
+        "preset": "mini",
+        "vocab_size": 30522,
+        "parameters": 12_345_678,
+        "batch_size": 32,
+        "seq_len": 128,
+        "dtype": "bf16" if mfu else "fp32",
+        "compile": mfu,
+        "speedup": 3.25,
+        "bertlib": side(13000, 700.4, 0.41 if mfu else None),
+        "transformers": side(4000, 1200.6, 0.126 if mfu else None),
+    }
     if mfu:
         row["peak_flops_source"] = "data sheet of H100: 989 TFLOP/s bf16 dense"
-    return {"benchmark": "train_step", "machine": machine, "settings": {"threads": 2, "flush_denormal": True},
-            "results": [row]}
+    return {
+        "benchmark": "train_step",
+        "machine": machine,
+        "settings": {"threads": 2, "flush_denormal": True},
+        "results": [row],
+    }
 
 
 def test_report_renders_the_cpu_table_and_says_no_gpu_was_measured(tmp_path):
@@ -62,10 +84,18 @@ def test_report_renders_mfu_on_gpu(tmp_path):
 
 def test_report_renders_inference_latency_and_throughput(tmp_path):
     report = load_script("report")
-    data = {"benchmark": "inference", "machine": sample("cpu")["machine"], "settings": {"threads": 2},
-            "model": "random mini", "parameters": 5_500_000, "fill_mask_ms": {"bertlib": 4.0, "transformers": 10.0},
-            "evaluation": {"tokens_per_second": {"bertlib": 30_000, "transformers": 15_000},
-                           "largest_score_difference": 2e-7}}
+    data = {
+        "benchmark": "inference",
+        "machine": sample("cpu")["machine"],
+        "settings": {"threads": 2},
+        "model": "random mini",
+        "parameters": 5_500_000,
+        "fill_mask_ms": {"bertlib": 4.0, "transformers": 10.0},
+        "evaluation": {
+            "tokens_per_second": {"bertlib": 30_000, "transformers": 15_000},
+            "largest_score_difference": 2e-7,
+        },
+    }
     (tmp_path / "inference-cpu.json").write_text(json.dumps(data))
     text = report.render(tmp_path)
     assert "4.0 ms with `bertlib.evaluate.fill_mask` and 10.0 ms" in text and "(2.50x)" in text
@@ -99,6 +129,7 @@ def test_benchmark_batch_masks_fifteen_percent_and_both_sides_share_the_weights(
     assert not selected[:, [0, 32, 63]].any()  # never [CLS] or [SEP]
     ours = bench.build("bertlib", config, torch.device("cpu")).eval()
     from bertlib import interop
+
     theirs = interop.to_transformers(ours).eval()
     theirs.set_attn_implementation("sdpa")
     assert abs(ours(**batch).loss - theirs(**batch).loss) < 1e-5
@@ -110,6 +141,7 @@ def test_each_side_gets_the_batch_its_training_loop_gives_it():
     batch = bench.make_batch(config, 4, 32)
     ours, theirs = (bench.side_inputs(side, batch, torch.device("cpu")) for side in bench.SIDES)
     from bertlib.model import head_index
+
     assert all(torch.equal(a, b) for a, b in zip(ours.pop("head_index"), head_index(batch["labels"]), strict=True))
     assert ours.keys() == theirs.keys() == batch.keys()
 
@@ -139,12 +171,21 @@ def test_shared_cpu_ratios_and_their_report(tmp_path):
     "The shared-CPU benchmark's ratios (the targets are stated in them) and the README table made of them."
     bench, report = load_script("shared_cpu"), load_script("report")
     speeds = {"quiet": (2000, 3000, 2500, 2900), "beside a busy process": (2000, 800, 1900, 1900)}
-    timings = {condition: {setting: [{"tokens_per_second": speed, "threads": 1 if setting == "one thread" else 2,
-                                      "load_average": 0.4 + 0.1 * i, "idle_cpus": None}]
-                           for i, (setting, speed) in enumerate(zip(bench.SETTINGS, values, strict=True))}
-               for condition, values in speeds.items()}
-    data = {"machine": sample("cpu")["machine"], "steps": 20, "rounds": 1, "timings": timings,
-            **bench.summary(timings)}
+    timings = {
+        condition: {
+            setting: [
+                {
+                    "tokens_per_second": speed,
+                    "threads": 1 if setting == "one thread" else 2,
+                    "load_average": 0.4 + 0.1 * i,
+                    "idle_cpus": None,
+                }
+            ]
+            for i, (setting, speed) in enumerate(zip(bench.SETTINGS, values, strict=True))
+        }
+        for condition, values in speeds.items()
+    }
+    data = {"machine": sample("cpu")["machine"], "steps": 20, "rounds": 1, "timings": timings, **bench.summary(timings)}
     assert data["choice_vs_best_quiet"] == pytest.approx(2900 / 3000)
     assert data["choice_vs_one_thread_busy"] == pytest.approx(1900 / 2000)
     (tmp_path / "shared_cpu.json").write_text(json.dumps(data))

@@ -36,9 +36,11 @@ def free_port() -> int:
 
 def lab_settings(directory: Path) -> None:
     "JupyterLab settings for a quiet, fully rendered notebook: no news pop-up, no update check, no windowing."
-    overrides = {"@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
-                 # windowed rendering would leave cells outside the viewport out of the page
-                 "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"}}
+    overrides = {
+        "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
+        # windowed rendering would leave cells outside the viewport out of the page
+        "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
+    }
     for name, values in overrides.items():
         path = directory / f"{name}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,14 +62,33 @@ def jupyter_lab(tmp_path):
     (tmp_path / "models").symlink_to(ROOT / "models", target_is_directory=True)
     lab_settings(tmp_path / "settings")
     port, token = free_port(), secrets.token_hex(16)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-           "BERTLIB_QUICK": "1", "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-           "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "BERTLIB_QUICK": "1",
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+    }
     log = open(tmp_path / "jupyter.log", "wb")
-    server = subprocess.Popen([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip=127.0.0.1",
-                               f"--port={port}", "--ServerApp.port_retries=0", "--allow-root",
-                               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}"],
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            "--allow-root",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={tmp_path}",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -82,8 +103,9 @@ def jupyter_lab(tmp_path):
         yield f"{base}/lab/tree/notebooks/{NOTEBOOK}?token={token}"
     finally:
         try:  # a clean shutdown also stops the kernel
-            urllib.request.urlopen(urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST"),
-                                   timeout=10)
+            urllib.request.urlopen(
+                urllib.request.Request(f"{base}/api/shutdown?token={token}", method="POST"), timeout=10
+            )
             server.wait(timeout=30)
         except Exception:
             server.kill()
@@ -150,8 +172,9 @@ def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab, tmp_path):
             page.mouse.down()
             page.mouse.move(track["x"] + track["width"] + 20, box["y"] + box["height"] / 2, steps=10)
             page.mouse.up()
-            page.wait_for_function("([img, src]) => img.src !== src", arg=[image.element_handle(), before_src],
-                                   timeout=30_000)
+            page.wait_for_function(
+                "([img, src]) => img.src !== src", arg=[image.element_handle(), before_src], timeout=30_000
+            )
             readout = widget.locator(".widget-readout").first.inner_text().strip()
             after = widget.screenshot()
             (tmp_path / "attention_widget_last_layer.png").write_bytes(after)

@@ -48,8 +48,22 @@ def test_module_entry_point_shows_help():
 
 # --- the run commands: one tiny run shared by the tests below ---
 
-TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--log-every", "2", "--eval-every", "3",
-        "--eval-batches", "2", "--save-every", "3"]
+TINY = [
+    "--preset",
+    "tiny",
+    "--batch-size",
+    "8",
+    "--max-seq-len",
+    "64",
+    "--log-every",
+    "2",
+    "--eval-every",
+    "3",
+    "--eval-batches",
+    "2",
+    "--save-every",
+    "3",
+]
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +82,8 @@ def run(tmp_path_factory, tiny):
 
 def test_pretrain_writes_a_complete_run(run, capsys):
     assert {"config.json", "tokenizer.json", "vocab.txt", "metrics.jsonl", "loss_curve.png", "checkpoints"} <= {
-        p.name for p in run.iterdir()}
+        p.name for p in run.iterdir()
+    }
     assert main(["info", str(run), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["checkpoints"] == ["step-0000003", "step-0000006"] and info["last_train"]["step"] == 6
@@ -98,6 +113,7 @@ def test_fill_mask_and_export_hf_load_in_transformers(run, tmp_path, capsys):
 def fill_mask_top(run, text):
     from bertlib.evaluate import fill_mask
     from bertlib.model_factory import load_model
+
     model, tokenizer = load_model(run)
     return fill_mask(model, tokenizer, text)[0][0][0]
 
@@ -124,8 +140,15 @@ def test_pretrain_refuses_an_existing_run(run, tiny, capsys):
     assert (run / "metrics.jsonl").read_bytes() == before
 
 
-@pytest.mark.parametrize("args", [["--max-steps", "0"], ["--batch-size", "6", "--grad-accum", "4"],
-                                  ["--max-steps", "3", "--epochs", "1"], ["--device", "cuda:7"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-steps", "0"],
+        ["--batch-size", "6", "--grad-accum", "4"],
+        ["--max-steps", "3", "--epochs", "1"],
+        ["--device", "cuda:7"],
+    ],
+)
 def test_pretrain_bad_values_are_one_line_errors(tmp_path, tiny, capsys, args):
     if args == ["--device", "cuda:7"] and torch.cuda.is_available():
         pytest.skip("a GPU is present")
@@ -195,13 +218,41 @@ def test_time_budget_becomes_a_recorded_number_of_steps(tiny, tmp_path, capsys):
 
 def test_model_options_override_the_preset_and_resume_refuses_them(tiny, tmp_path, capsys):
     run = tmp_path / "pre-ln"
-    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "0", "--norm-style", "pre",
-                 "--output-dir", str(run)]) == 0
+    assert (
+        main(
+            [
+                "pretrain",
+                *tiny,
+                "--max-steps",
+                "2",
+                "--hidden-dropout-prob",
+                "0",
+                "--norm-style",
+                "pre",
+                "--output-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     model = json.loads((run / "config.json").read_text())["model"]
     assert (model["hidden_dropout_prob"], model["norm_style"], model["num_hidden_layers"]) == (0.0, "pre", 2)
     capsys.readouterr()
     assert main(["pretrain", "--output-dir", str(run), "--resume", "--norm-style", "post"]) == 2
     assert "--norm-style" in one_line_error(capsys)
-    assert main(["pretrain", *tiny, "--max-steps", "2", "--hidden-dropout-prob", "1.5",
-                 "--output-dir", str(tmp_path / "bad")]) == 2
+    assert (
+        main(
+            [
+                "pretrain",
+                *tiny,
+                "--max-steps",
+                "2",
+                "--hidden-dropout-prob",
+                "1.5",
+                "--output-dir",
+                str(tmp_path / "bad"),
+            ]
+        )
+        == 2
+    )
     assert "hidden_dropout_prob" in one_line_error(capsys)

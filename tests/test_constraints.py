@@ -48,6 +48,7 @@ def test_pyproject_and_environment_list_the_requirements():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = [line for group in project["optional-dependencies"].values() for line in group]
     assert {name: str(r) for name, r in by_name(project["dependencies"] + extras).items()} == requirements
-    (pip,) = (d["pip"] for d in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"]
-              if isinstance(d, dict))
+    (pip,) = (
+        d["pip"] for d in yaml.safe_load((ROOT / "environment.yml").read_text())["dependencies"] if isinstance(d, dict)
+    )
     assert {name: str(r) for name, r in by_name(line for line in pip if line != "-e .").items()} == requirements

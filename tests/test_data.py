@@ -91,8 +91,10 @@ def test_real_split_sizes(wikitext):
 
 
 def test_joiners_and_headings():
-    assert restore_joiners(" state @-@ of @-@ the @-@ art , 1 @,@ 000 and 3 @.@ 5 m") == \
-        " state-of-the-art , 1,000 and 3.5 m"
+    assert (
+        restore_joiners(" state @-@ of @-@ the @-@ art , 1 @,@ 000 and 3 @.@ 5 m")
+        == " state-of-the-art , 1,000 and 3.5 m"
+    )
     assert parse_heading(" = Homarus gammarus = \n") == (1, "Homarus gammarus")
     assert parse_heading(" = = Description = = \n") == (2, "Description")
     assert parse_heading(" = = = Early life = = = \n") == (3, "Early life")
@@ -116,8 +118,11 @@ def test_sentence_rules():
     assert split_sentences("Apples ( and pears . ) Fine .") == ["Apples ( and pears . )", "Fine ."]
     assert split_sentences("Cats , dogs , etc . and more .") == ["Cats , dogs , etc . and more ."]
     assert split_sentences("The U.S. Army won . It ended") == ["The U.S. Army won .", "It ended"]
-    assert split_sentences("Raw text. With Mr. Smith in St. Louis! Yes?") == \
-        ["Raw text.", "With Mr. Smith in St. Louis!", "Yes?"]
+    assert split_sentences("Raw text. With Mr. Smith in St. Louis! Yes?") == [
+        "Raw text.",
+        "With Mr. Smith in St. Louis!",
+        "Yes?",
+    ]
     assert split_sentences("") == []
 
 
@@ -145,7 +150,8 @@ def test_wikitext_documents_and_stats(wikitext):
     stats = corpus_stats(wikitext["validation"])
     assert stats["documents"] == 60 and stats["paragraphs"] == 1841
     assert stats["words"] > 200_000 and stats["unk_words"] == sum(
-        p.split().count("<unk>") for d in split_documents(wikitext["validation"], "paragraphs") for p in d)
+        p.split().count("<unk>") for d in split_documents(wikitext["validation"], "paragraphs") for p in d
+    )
     assert stats["sentences"] == sum(map(len, split_documents(wikitext["validation"])))
 
 

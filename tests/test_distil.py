@@ -1,6 +1,7 @@
 """Distillation (issue 17): the student starts from the right teacher tensors, DistilBERT's loss equals a hand
 computation (and its soft part is zero for a student identical to its teacher), and a whole run from the command
 line, with its one-line refusals."""
+
 import json
 import math
 
@@ -42,8 +43,10 @@ def test_the_student_copies_the_right_teacher_tensors():
             assert torch.equal(ours[key], theirs[key.replace(f"layers.{j}.", f"layers.{i}.")]), key
     rest = [k for k in ours if not k.startswith("bert.encoder.layers.")]
     assert rest and all(torch.equal(ours[k], theirs[k]) for k in rest)  # embeddings, pooler, both heads
-    assert ours["bert.embeddings.word_embeddings.weight"].data_ptr() != theirs[
-        "bert.embeddings.word_embeddings.weight"].data_ptr()  # copies: training the student leaves the teacher be
+    assert (
+        ours["bert.embeddings.word_embeddings.weight"].data_ptr()
+        != theirs["bert.embeddings.word_embeddings.weight"].data_ptr()
+    )  # copies: training the student leaves the teacher be
     with pytest.raises(ValueError, match="ALBERT"):
         student_from_teacher(BertForPreTraining(small_config(share_layers=True)))
 
@@ -71,8 +74,18 @@ def test_the_loss_equals_a_hand_computation(soft_targets):
     assert soft.item() == pytest.approx(t**2 * kl.item(), rel=1e-4)
     assert mlm.item() == pytest.approx(own_mlm.item(), rel=1e-5)
     assert cos.item() == pytest.approx(1 - cosine.item(), rel=1e-4)
-    objective = Distillation(teacher, DistilConfig(max_steps=1, teacher="t", temperature=t, soft_targets=soft_targets,
-                                                   alpha_ce=5.0, alpha_mlm=2.0, alpha_cos=1.0))
+    objective = Distillation(
+        teacher,
+        DistilConfig(
+            max_steps=1,
+            teacher="t",
+            temperature=t,
+            soft_targets=soft_targets,
+            alpha_ce=5.0,
+            alpha_mlm=2.0,
+            alpha_cos=1.0,
+        ),
+    )
     weighted = objective.losses(student, batch)
     assert [w.item() for w in weighted] == pytest.approx([5 * soft.item(), 2 * mlm.item(), cos.item()], rel=1e-5)
     assert objective.counts(batch) == (int(rows.sum()), int(selected.sum()), int(real.sum()))
@@ -91,8 +104,10 @@ def test_the_soft_loss_is_zero_for_a_student_identical_to_its_teacher(temperatur
 
 def test_a_teacher_must_be_a_bert_pre_training_run(tmp_path, fast_tokenizer):
     config = small_config(vocab_size=fast_tokenizer.get_vocab_size())
-    for name, cfg, message in (("task", FinetuneConfig(task="rte", source="x"), "fine-tuning run"),
-                               ("electra", PretrainConfig(max_steps=1, objective="electra"), "ELECTRA run")):
+    for name, cfg, message in (
+        ("task", FinetuneConfig(task="rte", source="x"), "fine-tuning run"),
+        ("electra", PretrainConfig(max_steps=1, objective="electra"), "ELECTRA run"),
+    ):
         create_run(tmp_path / name, config, cfg, fast_tokenizer)
         with pytest.raises(RunError, match=message):
             load_teacher(tmp_path / name)
@@ -107,8 +122,13 @@ def test_a_teacher_must_be_a_bert_pre_training_run(tmp_path, fast_tokenizer):
 
 
 def _distil(rank: int, teacher: str, out: str) -> None:
-    distil(out, DistilConfig(teacher=teacher, max_steps=2, batch_size=8, max_seq_len=32, eval_every=2,
-                             eval_batches=1, device="cpu"), show_progress=False)
+    distil(
+        out,
+        DistilConfig(
+            teacher=teacher, max_steps=2, batch_size=8, max_seq_len=32, eval_every=2, eval_batches=1, device="cpu"
+        ),
+        show_progress=False,
+    )
 
 
 @pytest.mark.slow
@@ -116,23 +136,70 @@ def test_two_processes_distil(tmp_path, fast_tokenizer):
     "DistributedDataParallel needs a gradient for every trainable parameter: the student's NSP head is frozen."
     teacher = tmp_path / "teacher"
     model_config = small_config(vocab_size=fast_tokenizer.get_vocab_size(), num_hidden_layers=2)
-    pretrain(teacher, model_config, PretrainConfig(max_steps=1, batch_size=8, max_seq_len=32, eval_batches=1,
-                                                   device="cpu"), tokenizer=fast_tokenizer, show_progress=False)
+    pretrain(
+        teacher,
+        model_config,
+        PretrainConfig(max_steps=1, batch_size=8, max_seq_len=32, eval_batches=1, device="cpu"),
+        tokenizer=fast_tokenizer,
+        show_progress=False,
+    )
     spawn_group(_distil, str(teacher), str(tmp_path / "student"))
     assert json.loads((tmp_path / "student" / "config.json").read_text())["model"]["num_hidden_layers"] == 1
 
 
 def test_a_distillation_run_through_the_command_line(tmp_path, tokenizer_file, capsys):
     teacher, student = tmp_path / "teacher", tmp_path / "student"
-    options = ["--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "2", "--eval-every", "2",
-               "--save-every", "2"]
-    assert main(["pretrain", "--preset", "tiny", "--num-hidden-layers", "4", *options, "--max-steps", "2",
-                 "--tokenizer", str(tokenizer_file), "--output-dir", str(teacher)]) == 0
+    options = [
+        "--batch-size",
+        "8",
+        "--max-seq-len",
+        "64",
+        "--eval-batches",
+        "2",
+        "--eval-every",
+        "2",
+        "--save-every",
+        "2",
+    ]
+    assert (
+        main(
+            [
+                "pretrain",
+                "--preset",
+                "tiny",
+                "--num-hidden-layers",
+                "4",
+                *options,
+                "--max-steps",
+                "2",
+                "--tokenizer",
+                str(tokenizer_file),
+                "--output-dir",
+                str(teacher),
+            ]
+        )
+        == 0
+    )
     assert main(["distil", "--output-dir", str(student), *options, "--max-steps", "2"]) == 2
     assert "--teacher" in capsys.readouterr().err
     assert main(["distil", "--teacher", str(tmp_path / "nowhere"), "--output-dir", str(student)]) == 2
-    assert main(["distil", "--teacher", str(teacher), "--output-dir", str(student), *options, "--max-steps", "2",
-                 "--temperature", "3"]) == 0
+    assert (
+        main(
+            [
+                "distil",
+                "--teacher",
+                str(teacher),
+                "--output-dir",
+                str(student),
+                *options,
+                "--max-steps",
+                "2",
+                "--temperature",
+                "3",
+            ]
+        )
+        == 0
+    )
     assert "validation at step 2" in capsys.readouterr().out
     assert main(["distil", "--teacher", str(tmp_path), "--output-dir", str(student), "--resume"]) == 2
     assert main(["pretrain", "--output-dir", str(student), "--resume"]) == 2
@@ -143,8 +210,10 @@ def test_a_distillation_run_through_the_command_line(tmp_path, tokenizer_file, c
     assert (saved["training"]["teacher"], saved["training"]["temperature"]) == (str(teacher), 3.0)
     train = [json.loads(line) for line in (student / "metrics.jsonl").read_text().splitlines()]
     steps = [r for r in train if "loss" in r]
-    assert steps and all(math.isclose(r["loss"], r["weighted_soft_loss"] + r["weighted_mlm_loss"]
-                                      + r["weighted_cos_loss"], rel_tol=1e-6) for r in steps)
+    assert steps and all(
+        math.isclose(r["loss"], r["weighted_soft_loss"] + r["weighted_mlm_loss"] + r["weighted_cos_loss"], rel_tol=1e-6)
+        for r in steps
+    )
     capsys.readouterr()
     assert main(["evaluate", str(student), "--json"]) == 0
     assert "mlm_perplexity" in json.loads(capsys.readouterr().out.splitlines()[-1])

@@ -1,6 +1,7 @@
 """ELECTRA (issue 17): the replaced-token labels (a sample equal to the original counts as original, padding is
 left out), no gradient through the sampling, one embedding tensor for generator and discriminator (kept through a
 checkpoint), the export equal to HF `ElectraForPreTraining`, and a whole run from the command line."""
+
 import json
 
 import pytest
@@ -123,13 +124,18 @@ def test_a_fine_tuning_head_loads_the_discriminator():
 
 
 def test_training_adds_the_weighted_detection_loss(fast_tokenizer):
-    sentence = fast_tokenizer.encode("the city was founded in the year of the great flood .",
-                                     add_special_tokens=False).ids
+    sentence = fast_tokenizer.encode(
+        "the city was founded in the year of the great flood .", add_special_tokens=False
+    ).ids
     data = PackedDataset([[sentence[d:], sentence] for d in range(8)], fast_tokenizer, max_seq_len=16)
     torch.manual_seed(0)
     model = ElectraForPreTraining(small_config(vocab_size=fast_tokenizer.get_vocab_size()))
-    records = train(model, data, PretrainConfig(max_steps=2, batch_size=4, log_every=1, device="cpu",
-                                                rtd_weight=10.0), show_progress=False)
+    records = train(
+        model,
+        data,
+        PretrainConfig(max_steps=2, batch_size=4, log_every=1, device="cpu", rtd_weight=10.0),
+        show_progress=False,
+    )
     assert all(r["loss"] == pytest.approx(r["mlm_loss"] + r["weighted_rtd_loss"]) for r in records)
     assert all(r["weighted_rtd_loss"] > 10 * 0.2 for r in records)  # 10 x a binary cross-entropy near log 2
 
@@ -163,9 +169,30 @@ def test_scores_are_reproducible(fast_tokenizer):
 def test_an_electra_run_through_the_command_line(tmp_path, tokenizer_file, task_data, capsys, monkeypatch):
     monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
     run = tmp_path / "electra"
-    options = ["--preset", "tiny", "--objective", "electra", "--generator-size", "0.5", "--rtd-weight", "20",
-               "--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "2", "--eval-every", "2",
-               "--save-every", "2", "--tokenizer", str(tokenizer_file), "--output-dir", str(run)]
+    options = [
+        "--preset",
+        "tiny",
+        "--objective",
+        "electra",
+        "--generator-size",
+        "0.5",
+        "--rtd-weight",
+        "20",
+        "--batch-size",
+        "8",
+        "--max-seq-len",
+        "64",
+        "--eval-batches",
+        "2",
+        "--eval-every",
+        "2",
+        "--save-every",
+        "2",
+        "--tokenizer",
+        str(tokenizer_file),
+        "--output-dir",
+        str(run),
+    ]
     assert main(["pretrain", *options, "--max-steps", "2"]) == 0
     assert "rtd_accuracy" in capsys.readouterr().out
     assert main(["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "4"]) == 0
@@ -177,9 +204,32 @@ def test_an_electra_run_through_the_command_line(tmp_path, tokenizer_file, task_
     assert {"rtd_accuracy", "replaced_share", "mlm_perplexity"} <= set(scores)
     assert main(["evaluate", str(run), "--baseline"]) == 2
     assert main(["fill-mask", str(run), "the [MASK] of the city", "--json"]) == 0
-    assert main(["finetune", "rte", "--from", str(run), "--output-dir", str(tmp_path / "rte"), "--max-steps", "1",
-                 "--train-examples", "8", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "rte",
+                "--from",
+                str(run),
+                "--output-dir",
+                str(tmp_path / "rte"),
+                "--max-steps",
+                "1",
+                "--train-examples",
+                "8",
+                "--eval-examples",
+                "8",
+                "--batch-size",
+                "8",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert main(["export-hf", str(run), str(tmp_path / "hf")]) == 0
     assert json.loads((tmp_path / "hf" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
-    assert type(transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "hf")) is \
-        transformers.ElectraForPreTraining
+    assert (
+        type(transformers.AutoModelForPreTraining.from_pretrained(tmp_path / "hf"))
+        is transformers.ElectraForPreTraining
+    )

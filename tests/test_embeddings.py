@@ -14,9 +14,15 @@ def hf_embeddings(ours: BertEmbeddings) -> modeling_bert.BertEmbeddings:
     return hf
 
 
-@pytest.mark.parametrize("overrides, batch, seq", [
-    (dict(), 3, 40), (dict(max_position_embeddings=512), 2, 512), (dict(hidden_size=8, num_attention_heads=1), 4, 1),
-    (dict(type_vocab_size=3, pad_token_id=5), 2, 17)])
+@pytest.mark.parametrize(
+    "overrides, batch, seq",
+    [
+        (dict(), 3, 40),
+        (dict(max_position_embeddings=512), 2, 512),
+        (dict(hidden_size=8, num_attention_heads=1), 4, 1),
+        (dict(type_vocab_size=3, pad_token_id=5), 2, 17),
+    ],
+)
 def test_equals_transformers_outputs_and_gradients(overrides, batch, seq):
     config = small_config(**overrides)
     torch.manual_seed(0)
@@ -54,17 +60,30 @@ def test_dropout_only_in_training():
     assert torch.equal(emb.eval()(ids), emb(ids))
 
 
-@pytest.mark.parametrize("ids, types, message", [
-    (torch.zeros(1, 65, dtype=torch.long), None,
-     "input_ids has seq_len=65, but the model reads 1 to BertConfig.max_position_embeddings=64 tokens; truncate"),
-    (torch.zeros(2, 0, dtype=torch.long), None, "input_ids has seq_len=0"),
-    (torch.tensor([[2, 97, 3]]), None, "input_ids contains 97, outside 0..96 (BertConfig.vocab_size=97)"),
-    (torch.tensor([[2, -3, 300]]), None, "input_ids contains -3, outside 0..96"),
-    (torch.tensor([[2, 5, 3]]), torch.tensor([[0, 2, 1]]),
-     "token_type_ids contains 2, outside 0..1 (BertConfig.type_vocab_size=2)"),
-    (torch.tensor([[2, 5, 3]]), torch.tensor([[0, 1]]), "token_type_ids has shape (1, 2), but input_ids has (1, 3)"),
-    (torch.tensor([2, 5, 3]), None, "input_ids must have shape [batch, seq_len]; got shape (3,)"),
-])
+@pytest.mark.parametrize(
+    "ids, types, message",
+    [
+        (
+            torch.zeros(1, 65, dtype=torch.long),
+            None,
+            "input_ids has seq_len=65, but the model reads 1 to BertConfig.max_position_embeddings=64 tokens; truncate",
+        ),
+        (torch.zeros(2, 0, dtype=torch.long), None, "input_ids has seq_len=0"),
+        (torch.tensor([[2, 97, 3]]), None, "input_ids contains 97, outside 0..96 (BertConfig.vocab_size=97)"),
+        (torch.tensor([[2, -3, 300]]), None, "input_ids contains -3, outside 0..96"),
+        (
+            torch.tensor([[2, 5, 3]]),
+            torch.tensor([[0, 2, 1]]),
+            "token_type_ids contains 2, outside 0..1 (BertConfig.type_vocab_size=2)",
+        ),
+        (
+            torch.tensor([[2, 5, 3]]),
+            torch.tensor([[0, 1]]),
+            "token_type_ids has shape (1, 2), but input_ids has (1, 3)",
+        ),
+        (torch.tensor([2, 5, 3]), None, "input_ids must have shape [batch, seq_len]; got shape (3,)"),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(ids, types, message):
     emb = BertEmbeddings(small_config())
     with pytest.raises(ValueError) as err:

@@ -1,4 +1,5 @@
 """Tests of bertlib.evaluate (validation metrics, baselines, token scores, fill-mask) against direct computations."""
+
 import math
 
 import numpy as np
@@ -13,9 +14,11 @@ from bertlib.model import BertForPreTraining
 from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
 from bertlib.tokenizer import train_tokenizer
 
-TEXTS = [["the cat sat on the mat .", "the dog ate the bone .", "a bird sang in the tree ."],
-         ["rivers flow to the sea .", "the bank of the river was green .", "fish swim in the water ."],
-         ["she paid money at the bank .", "he sold the old car .", "they bought a new house ."]]
+TEXTS = [
+    ["the cat sat on the mat .", "the dog ate the bone .", "a bird sang in the tree ."],
+    ["rivers flow to the sea .", "the bank of the river was green .", "fish swim in the water ."],
+    ["she paid money at the bank .", "he sold the old car .", "they bought a new house ."],
+]
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +27,7 @@ def setup():
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size())).eval()
     corpus = encode_corpus(TEXTS, tokenizer, use_cache=False)
-    dataset = PretrainingDataset(corpus, tokenizer, 24, seed=0, pairing="sentences", static=True,
-                                 mlm_probability=0.3)
+    dataset = PretrainingDataset(corpus, tokenizer, 24, seed=0, pairing="sentences", static=True, mlm_probability=0.3)
     loader = pretraining_dataloader(dataset, 4, shuffle=False)
     return tokenizer, model, corpus, loader
 

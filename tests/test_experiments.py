@@ -35,8 +35,9 @@ pytestmark = pytest.mark.slow
 
 def study(script: str, *args: str | Path) -> str:
     "Run `experiments/<script>` with `args` as a user would, fail with its output if it fails, return its output."
-    done = subprocess.run([sys.executable, str(EXPERIMENTS / script), *map(str, args)], cwd=ROOT, text=True,
-                          capture_output=True)
+    done = subprocess.run(
+        [sys.executable, str(EXPERIMENTS / script), *map(str, args)], cwd=ROOT, text=True, capture_output=True
+    )
     assert done.returncode == 0, f"{script} {args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return done.stdout
 
@@ -71,16 +72,22 @@ def test_recipe_study_runs_checks_times_and_reports(tmp_path, readme):
 
 
 def test_recipe_study_refuses_a_smoke_run_into_its_own_folder():
-    done = subprocess.run([sys.executable, str(EXPERIMENTS / "recipe_study.py"), "run", "default", "--smoke"],
-                          cwd=ROOT, text=True, capture_output=True)
+    done = subprocess.run(
+        [sys.executable, str(EXPERIMENTS / "recipe_study.py"), "run", "default", "--smoke"],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+    )
     assert done.returncode == 2 and "--smoke writes a tiny result" in done.stderr
 
 
 def test_finetune_study(tmp_path, readme, task_data):
     out = tmp_path / "finetune"
     study("finetune_study.py", "run", "sst2-lr3e-5", "--smoke", "--out", out, "--readme", readme)
-    assert sorted(p.name for p in (out / "results").iterdir()) == ["sst2-lr3e-5-pretrained-s0.json",
-                                                                   "sst2-lr3e-5-random-s0.json"]
+    assert sorted(p.name for p in (out / "results").iterdir()) == [
+        "sst2-lr3e-5-pretrained-s0.json",
+        "sst2-lr3e-5-random-s0.json",
+    ]
     assert "(`sst2-lr3e-5`)" in block(readme, "finetune") and (out / "README.md").exists()
 
 
@@ -174,16 +181,21 @@ def test_probes_are_the_definitions_they_replaced_in_bits(recipe_study, fast_tok
     probes = recipe_study.plateau_probes(model, [batch], fast_tokenizer, unigram)
     # the study's former probes, on the padded batch at once: [layers, batch, heads, seq, seq]
     with torch.no_grad():
-        att = torch.stack(model.bert(batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                                     attention_mask=batch["attention_mask"], output_attentions=True).attentions)
+        att = torch.stack(
+            model.bert(
+                batch["input_ids"],
+                token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"],
+                output_attentions=True,
+            ).attentions
+        )
     q = batch["attention_mask"].float()
     pair = q[:, 1:] * q[:, :-1]
     special = (batch["input_ids"] == CLS_ID) | (batch["input_ids"] == SEP_ID)
     nats = (-(att * att.clamp(min=1e-12).log()).sum(-1) * q[:, None]).sum((1, 3)) / q.sum()
     prev = (att.diagonal(offset=-1, dim1=-2, dim2=-1) * pair[:, None]).sum((1, 3)) / pair.sum()
     to_special = ((att * special[:, None, None, :]).sum(-1) * q[:, None]).sum((1, 3)) / q.sum()
-    torch.testing.assert_close(torch.tensor(probes["attention_entropy_bits_per_layer"]),
-                               nats.mean(-1) / math.log(2))
+    torch.testing.assert_close(torch.tensor(probes["attention_entropy_bits_per_layer"]), nats.mean(-1) / math.log(2))
     assert probes["max_head_prev_token_attention"] == pytest.approx(float(prev.max()), rel=1e-5)
     torch.testing.assert_close(torch.tensor(probes["mean_attention_to_cls_sep_per_layer"]), to_special.mean(-1))
     assert recipe_study.word_ids(["[CLS]", "the", "play", "##ing", "[MASK]", "[SEP]"]) == [None, 0, 1, 1, None, None]

@@ -1,5 +1,6 @@
 """The fine-tuning heads (bertlib.heads) against HF transformers' heads with the same weights, their conversion
 both ways, the pipelines of an exported model, and loading an HF checkpoint's encoder."""
+
 import pytest
 import torch
 import transformers
@@ -15,8 +16,11 @@ LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 
 def heads(config) -> list[torch.nn.Module]:
     torch.manual_seed(0)
-    return [BertForSequenceClassification(config, ("negative", "positive")), BertForTokenClassification(config, LABELS),
-            BertForQuestionAnswering(config)]
+    return [
+        BertForSequenceClassification(config, ("negative", "positive")),
+        BertForTokenClassification(config, LABELS),
+        BertForQuestionAnswering(config),
+    ]
 
 
 def task_labels(model, batch) -> dict[str, torch.Tensor]:
@@ -39,8 +43,10 @@ def test_logits_loss_and_gradients_equal_transformers(index):
     batch = make_batch(config, 4, 20)
     inputs = {k: batch[k] for k in ("input_ids", "token_type_ids", "attention_mask")}
     labels = task_labels(ours, batch)
-    mine, hf = ours(inputs["input_ids"], **{k: v for k, v in inputs.items() if k != "input_ids"}, **labels), \
-        theirs(**inputs, **labels)
+    mine, hf = (
+        ours(inputs["input_ids"], **{k: v for k, v in inputs.items() if k != "input_ids"}, **labels),
+        theirs(**inputs, **labels),
+    )
     for name in ("logits", "start_logits", "end_logits"):
         if getattr(mine, name) is not None:
             assert (getattr(mine, name) - getattr(hf, name)).abs().max() < 1e-5, name
@@ -69,10 +75,12 @@ def test_mean_pooling_averages_the_real_tokens_and_is_not_exported():
     torch.manual_seed(0)
     model = BertForSequenceClassification(config, ("a", "b", "c"), pooling="mean").eval()
     batch = make_batch(config, 3, 16)
-    logits = model(batch["input_ids"], attention_mask=batch["attention_mask"],
-                   token_type_ids=batch["token_type_ids"]).logits
-    hidden = model.bert(batch["input_ids"], attention_mask=batch["attention_mask"],
-                        token_type_ids=batch["token_type_ids"]).last_hidden_state
+    logits = model(
+        batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    ).logits
+    hidden = model.bert(
+        batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]
+    ).last_hidden_state
     for row in range(3):
         real = hidden[row, batch["attention_mask"][row] == 1].mean(0)
         assert (model.classifier(real) - logits[row]).abs().max() < 1e-5
@@ -90,8 +98,9 @@ def test_load_encoder_reports_the_new_weights():
         new = model.load_encoder(pretrained.state_dict())
         assert all(not k.startswith("bert.") or k.startswith("bert.pooler.") for k in new)
         assert any(k.startswith(("classifier.", "qa_outputs.")) for k in new)
-        assert torch.equal(model.bert.embeddings.word_embeddings.weight,
-                           pretrained.bert.embeddings.word_embeddings.weight)
+        assert torch.equal(
+            model.bert.embeddings.word_embeddings.weight, pretrained.bert.embeddings.word_embeddings.weight
+        )
     with pytest.raises(ValueError, match="do not fit"):
         heads(small_config(hidden_size=32))[0].load_encoder(pretrained.state_dict())
 

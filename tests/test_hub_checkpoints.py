@@ -22,8 +22,15 @@ def hf_config(**overrides) -> transformers.BertConfig:
     return transformers.BertConfig(**{**fields, **overrides})
 
 
-@pytest.mark.parametrize("hf_class", [transformers.BertForPreTraining, transformers.BertForSequenceClassification,
-                                      transformers.BertForTokenClassification, transformers.BertForQuestionAnswering])
+@pytest.mark.parametrize(
+    "hf_class",
+    [
+        transformers.BertForPreTraining,
+        transformers.BertForSequenceClassification,
+        transformers.BertForTokenClassification,
+        transformers.BertForQuestionAnswering,
+    ],
+)
 def test_hf_models_built_in_code_convert_with_equal_outputs(hf_class):
     torch.manual_seed(0)
     reader = hf_class is transformers.BertForQuestionAnswering
@@ -45,18 +52,25 @@ def test_hf_models_built_in_code_convert_with_equal_outputs(hf_class):
             expected, got = expected[mask], got[mask]
         assert (got - expected).abs().max() < 1e-5, name
         compared += 1
-    assert compared == (1 if hf_class in (transformers.BertForSequenceClassification,
-                                          transformers.BertForTokenClassification) else 2)
+    assert compared == (
+        1 if hf_class in (transformers.BertForSequenceClassification, transformers.BertForTokenClassification) else 2
+    )
 
 
 def test_hf_configs_fill_what_they_leave_out_with_berts_meaning_and_refuse_what_bertlib_lacks():
     # Google's original eleven keys: no layer_norm_eps, no pad_token_id, no position_embedding_type
-    google = transformers.BertConfig.from_dict({"hidden_size": 48, "num_attention_heads": 4, "num_hidden_layers": 2,
-                                                "intermediate_size": 96, "vocab_size": 97})
+    google = transformers.BertConfig.from_dict(
+        {"hidden_size": 48, "num_attention_heads": 4, "num_hidden_layers": 2, "intermediate_size": 96, "vocab_size": 97}
+    )
     config = interop.from_hf_config(google)
     assert (config.layer_norm_eps, config.pad_token_id, config.position_embedding_type) == (1e-12, 0, "absolute")
-    refused = {"position_embedding_type": "relative_key", "is_decoder": True, "add_cross_attention": True,
-               "tie_word_embeddings": False, "hidden_act": "gelu_new"}
+    refused = {
+        "position_embedding_type": "relative_key",
+        "is_decoder": True,
+        "add_cross_attention": True,
+        "tie_word_embeddings": False,
+        "hidden_act": "gelu_new",
+    }
     for name, value in refused.items():
         with pytest.raises(ValueError, match=f"^{name}={value!r} is not supported by bertlib"):
             interop.from_hf_config(hf_config(**{name: value}))
@@ -90,9 +104,33 @@ def test_hub_layout_folders_load_as_encoders_with_equal_outputs(tmp_path, layout
 def test_finetune_from_a_hub_layout_folder(tmp_path, layout, task_data, capsys):
     folder, _ = LAYOUTS[layout](tmp_path / layout)
     run = tmp_path / "run"
-    assert main(["finetune", "rte", "--from", str(folder), "--output-dir", str(run), "--data-dir", str(task_data),
-                 "--train-examples", "8", "--eval-examples", "4", "--max-steps", "2", "--batch-size", "4",
-                 "--max-seq-len", "64", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "rte",
+                "--from",
+                str(folder),
+                "--output-dir",
+                str(run),
+                "--data-dir",
+                str(task_data),
+                "--train-examples",
+                "8",
+                "--eval-examples",
+                "4",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--max-seq-len",
+                "64",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert "LOAD REPORT" not in capsys.readouterr().err  # transformers' report of the unused heads stays quiet
     model, tokenizer = load_model(run)
     assert tokenizer.token_to_id("[CLS]") == 101 and model.config.vocab_size == len(google_vocab())

@@ -47,8 +47,11 @@ def test_conversion_keeps_mode_dtype_and_config():
 
 def test_unsupported_options_raise_clear_errors():
     # HF's BERT classes hold no Pre-LN model (to_transformers picks bertlib's own class instead: test_remote_code)
-    with pytest.raises(ValueError, match="norm_style='pre' cannot be exported as BertForPreTraining: HF transformers' "
-                                         "BERT family supports only norm_style='post'"):
+    with pytest.raises(
+        ValueError,
+        match="norm_style='pre' cannot be exported as BertForPreTraining: HF transformers' "
+        "BERT family supports only norm_style='post'",
+    ):
         interop.to_hf_config(small_config(norm_style="pre"))
     hf_config = interop.to_hf_config(small_config())
     hf_config.is_decoder = True
@@ -77,8 +80,9 @@ def test_hf_tokenizer_wrapper_adds_bert_template_and_leaves_the_original_alone()
 @pytest.mark.slow
 def test_saved_directory_loads_in_transformers_and_fill_mask_agrees(tmp_path):
     tokenizer = wordpiece_tokenizer()
-    config = BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=64,
-                                    initializer_range=0.5)  # large weights: well separated top-5
+    config = BertConfig.from_preset(
+        "tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=64, initializer_range=0.5
+    )  # large weights: well separated top-5
     torch.manual_seed(0)
     model = BertForPreTraining(config).eval()
     path = hf_folders.save_pretrained_hf(model, tokenizer, tmp_path / "export")

@@ -1,4 +1,5 @@
 """The library is the notebooks' mirror: exporting the notebooks again must reproduce `bertlib/` exactly."""
+
 import os
 import shutil
 import subprocess
@@ -21,8 +22,13 @@ def test_bertlib_equals_a_fresh_export(tmp_path):
     shutil.copytree(ROOT / "notebooks", tmp_path / "notebooks", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     env = {k: v for k, v in os.environ.items() if k != "IN_TEST"}  # nbdev skips exporting under IN_TEST
-    subprocess.run([sys.executable, "-c", "from nbdev.doclinks import nbdev_export; nbdev_export()"],
-                   cwd=tmp_path, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-c", "from nbdev.doclinks import nbdev_export; nbdev_export()"],
+        cwd=tmp_path,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     fresh, ours = _generated(tmp_path / "bertlib"), _generated(ROOT / "bertlib")
     assert len(fresh) > 2  # the export really produced modules
     stale = sorted(set(ours) - set(fresh))

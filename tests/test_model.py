@@ -16,8 +16,11 @@ CONFIGS = {
     "1 layer, 1 head, hidden 48, seq 1": (dict(num_hidden_layers=1, num_attention_heads=1), 3, 1),
     "hidden 48, vocab 97, padded pairs": (dict(), 4, 29),
     "seq 512": (dict(hidden_size=32, num_attention_heads=2, intermediate_size=64, max_position_embeddings=512), 2, 512),
-    "relu, 3 segments, eps 1e-5, pad id 7": (dict(hidden_act="relu", type_vocab_size=3, layer_norm_eps=1e-5,
-                                                 pad_token_id=7, num_attention_heads=3), 3, 21),
+    "relu, 3 segments, eps 1e-5, pad id 7": (
+        dict(hidden_act="relu", type_vocab_size=3, layer_norm_eps=1e-5, pad_token_id=7, num_attention_heads=3),
+        3,
+        21,
+    ),
     "tiny preset, BERT init": (BertConfig.from_preset("tiny", max_position_embeddings=128).to_dict(), 3, 48),
 }
 
@@ -103,8 +106,12 @@ def test_initialisation_follows_bert():
     config = BertConfig.from_preset("mini")
     model = BertForPreTraining(config)
     params = dict(model.named_parameters())
-    for key in ("bert.embeddings.word_embeddings.weight", "bert.encoder.layers.3.feed_forward.intermediate.weight",
-                "mlm_head.dense.weight", "nsp_head.weight"):
+    for key in (
+        "bert.embeddings.word_embeddings.weight",
+        "bert.encoder.layers.3.feed_forward.intermediate.weight",
+        "mlm_head.dense.weight",
+        "nsp_head.weight",
+    ):
         assert abs(params[key].std().item() - 0.02) < 0.002, key
     assert params["bert.embeddings.word_embeddings.weight"][config.pad_token_id].abs().max() == 0
     for key, p in params.items():
@@ -137,8 +144,12 @@ def test_pre_ln_has_a_final_norm_and_runs():
     inputs = make_batch(config, 2, 12)
     out = model(**inputs, output_hidden_states=True)
     assert torch.isfinite(out.loss)
-    body = model.bert(inputs["input_ids"], token_type_ids=inputs["token_type_ids"],
-                      attention_mask=inputs["attention_mask"], output_hidden_states=True)
+    body = model.bert(
+        inputs["input_ids"],
+        token_type_ids=inputs["token_type_ids"],
+        attention_mask=inputs["attention_mask"],
+        output_hidden_states=True,
+    )
     assert torch.equal(body.hidden_states[-1], body.last_hidden_state)
     assert body.last_hidden_state.mean(-1).abs().max() < 1e-4  # normalised by the final LayerNorm
 
@@ -165,17 +176,24 @@ def test_encoder_equals_torch_transformer_encoder(style):
     ours = BertEncoder(config).eval()
     ours.apply(partial(init_bert_weights, std=0.2))
     ref = torch.nn.TransformerEncoder(
-        torch.nn.TransformerEncoderLayer(48, 4, 96, dropout=0.0, activation="gelu", layer_norm_eps=1e-5,
-                                         batch_first=True, norm_first=style == "pre"),
-        num_layers=3, norm=torch.nn.LayerNorm(48, eps=1e-5) if style == "pre" else None,
-        enable_nested_tensor=False).eval()
+        torch.nn.TransformerEncoderLayer(
+            48, 4, 96, dropout=0.0, activation="gelu", layer_norm_eps=1e-5, batch_first=True, norm_first=style == "pre"
+        ),
+        num_layers=3,
+        norm=torch.nn.LayerNorm(48, eps=1e-5) if style == "pre" else None,
+        enable_nested_tensor=False,
+    ).eval()
     for layer, theirs in zip(ours.layers, ref.layers, strict=True):
         a = layer.attention
         theirs.self_attn.in_proj_weight.data = torch.cat([a.query.weight, a.key.weight, a.value.weight]).detach()
         theirs.self_attn.in_proj_bias.data = torch.cat([a.query.bias, a.key.bias, a.value.bias]).detach()
-        for mine, other in [(a.output, theirs.self_attn.out_proj), (layer.feed_forward.intermediate, theirs.linear1),
-                            (layer.feed_forward.output, theirs.linear2), (layer.attention_norm, theirs.norm1),
-                            (layer.feed_forward_norm, theirs.norm2)]:
+        for mine, other in [
+            (a.output, theirs.self_attn.out_proj),
+            (layer.feed_forward.intermediate, theirs.linear1),
+            (layer.feed_forward.output, theirs.linear2),
+            (layer.attention_norm, theirs.norm1),
+            (layer.feed_forward_norm, theirs.norm2),
+        ]:
             other.load_state_dict(mine.state_dict())
     x = torch.randn(3, 17, 48)
     mask = torch.ones(3, 17, dtype=torch.long)
@@ -194,16 +212,19 @@ def test_dropout_only_in_training():
     assert not torch.equal(model.train()(ids).prediction_logits, model(ids).prediction_logits)
 
 
-@pytest.mark.parametrize("change, message", [
-    (dict(labels=torch.full((2, 10), 97)), "labels contains 97, outside 0..96 or -100 (BertConfig.vocab_size=97)"),
-    (dict(labels=torch.full((2, 10), -5)), "labels contains -5"),
-    (dict(labels=torch.full((2, 9), 1)), "labels has shape (2, 9), but input_ids has (2, 10)"),
-    (dict(attention_mask=torch.ones(2, 11)), "attention_mask has shape (2, 11), but input_ids has (2, 10)"),
-    (dict(next_sentence_label=torch.tensor([0, 2])), "next_sentence_label contains 2, outside 0..1"),
-    (dict(next_sentence_label=torch.tensor([0])), "next_sentence_label has 1 entries for a batch of 2"),
-    (dict(input_ids=torch.full((2, 65), 5)), "BertConfig.max_position_embeddings=64"),
-    (dict(input_ids=torch.full((2, 10), 97)), "input_ids contains 97"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (dict(labels=torch.full((2, 10), 97)), "labels contains 97, outside 0..96 or -100 (BertConfig.vocab_size=97)"),
+        (dict(labels=torch.full((2, 10), -5)), "labels contains -5"),
+        (dict(labels=torch.full((2, 9), 1)), "labels has shape (2, 9), but input_ids has (2, 10)"),
+        (dict(attention_mask=torch.ones(2, 11)), "attention_mask has shape (2, 11), but input_ids has (2, 10)"),
+        (dict(next_sentence_label=torch.tensor([0, 2])), "next_sentence_label contains 2, outside 0..1"),
+        (dict(next_sentence_label=torch.tensor([0])), "next_sentence_label has 1 entries for a batch of 2"),
+        (dict(input_ids=torch.full((2, 65), 5)), "BertConfig.max_position_embeddings=64"),
+        (dict(input_ids=torch.full((2, 10), 97)), "input_ids contains 97"),
+    ],
+)
 def test_bad_inputs_raise_clear_errors(change, message):
     config = small_config()
     model, _ = model_pair(config)

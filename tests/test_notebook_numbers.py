@@ -31,6 +31,7 @@ pass because an unrelated printed number rounds to it (most easily a small or ro
 that appear nowhere, not every misquoted one. A failure names the notebook, the cell and the number in its
 sentence; fix the prose (quote the printed value, or say it without a number), never this rule.
 """
+
 import json
 import re
 import tomllib
@@ -45,12 +46,15 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 LITERATURE = ROOT / "docs" / "literature_numbers.toml"
 
 _MULTIPLIERS = {"k": 3, "K": 3, "M": 6, "B": 9, "thousand": 3, "million": 6, "billion": 9}
-_NUMBER = re.compile(r"""
+_NUMBER = re.compile(
+    r"""
     (?P<mantissa>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?
     (?:[eE](?P<exp>[-+−]?\d+))?
     (?:\s?(?P<word>thousand|million|billion)\b|(?P<suffix>[kKMBx])(?![A-Za-z0-9]))?
     (?P<pct>\s?%)?
-""", re.X)
+""",
+    re.X,
+)
 # parts of a markdown cell that are not prose claims; each is replaced by a space
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]+\$|\]\([^)]*\)|<[^>\n]*>", re.S)
 _NOTEBOOK_REFS = [
@@ -67,6 +71,7 @@ _GENERATED = re.compile(r"<!-- (\S+):start -->(.*?)<!-- \1:end -->", re.S)
 @dataclass(frozen=True)
 class Number:
     "A number as written: its value, the step it is rounded to, and whether it is a percentage."
+
     text: str
     value: Decimal
     quantum: Decimal
@@ -77,8 +82,12 @@ def _parse(match: re.Match) -> Number:
     digits = match["mantissa"].replace(",", "") + ("." + match["frac"] if match["frac"] else "")
     shift = int((match["exp"] or "0").replace("−", "-")) + _MULTIPLIERS.get(match["word"] or match["suffix"] or "", 0)
     scale = Decimal(10) ** shift
-    return Number(match.group(0).strip(), Decimal(digits) * scale,
-                  Decimal(10) ** -len(match["frac"] or "") * scale, bool(match["pct"]))
+    return Number(
+        match.group(0).strip(),
+        Decimal(digits) * scale,
+        Decimal(10) ** -len(match["frac"] or "") * scale,
+        bool(match["pct"]),
+    )
 
 
 def numbers_in_text(text: str) -> list[Number]:
@@ -101,12 +110,12 @@ def prose_numbers(markdown: str) -> list[tuple[Number, str]]:
         text = pattern.sub(lambda m: re.sub(r"\d", " ", m.group(0)), text)
     found = []
     for match in _NUMBER.finditer(text):
-        before, after = text[max(0, match.start() - 2):match.start()], text[match.end():match.end() + 1]
+        before, after = text[max(0, match.start() - 2) : match.start()], text[match.end() : match.end() + 1]
         if re.search(r"[\w.]\Z|[A-Za-z]-\Z", before) or re.match(r"[A-Za-z0-9_]", after):
             continue  # part of a name (WikiText-2, fp32), or of a longer token
         number = _parse(match)
         if _is_checked(number, match):
-            found.append((number, " ".join(text[max(0, match.start() - 60):match.end() + 40].split())))
+            found.append((number, " ".join(text[max(0, match.start() - 60) : match.end() + 40].split())))
     return found
 
 
@@ -123,8 +132,11 @@ def _outputs_text(cell: dict) -> str:
 def results_values(root: Path = ROOT) -> set[Decimal]:
     "Every number written in the repository's results reports, by value."
     texts = [m.group(2) for m in _GENERATED.finditer((root / "README.md").read_text(encoding="utf-8"))]
-    files = [*(root / "docs" / "results").rglob("*.md"), *root.glob("experiments/*/README.md"),
-             *(root / "models" / "course-mini" / name for name in ("README.md", "evaluation.json", "config.json"))]
+    files = [
+        *(root / "docs" / "results").rglob("*.md"),
+        *root.glob("experiments/*/README.md"),
+        *(root / "models" / "course-mini" / name for name in ("README.md", "evaluation.json", "config.json")),
+    ]
     texts += [p.read_text(encoding="utf-8") for p in files]
     return {n.value for text in texts for n in numbers_in_text(text)}
 
@@ -150,11 +162,11 @@ def _rounds_to(printed: Number, number: Number) -> bool:
     return any(abs(c - number.value) <= number.quantum / 2 for c in candidates)
 
 
-def unsupported_numbers(notebook: dict, results: set[Decimal], literature: set[Decimal]
-                        ) -> list[tuple[int, str, str]]:
+def unsupported_numbers(notebook: dict, results: set[Decimal], literature: set[Decimal]) -> list[tuple[int, str, str]]:
     "`(cell index, number, sentence)` for each prose number of `notebook` that nothing supports."
-    printed = [n for cell in notebook["cells"] if cell["cell_type"] == "code"
-               for n in numbers_in_text(_outputs_text(cell))]
+    printed = [
+        n for cell in notebook["cells"] if cell["cell_type"] == "code" for n in numbers_in_text(_outputs_text(cell))
+    ]
     missing = []
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] != "markdown":
@@ -168,14 +180,20 @@ def unsupported_numbers(notebook: dict, results: set[Decimal], literature: set[D
 
 
 def _notebook(markdown: str, printed: str) -> dict:
-    return {"cells": [{"cell_type": "code", "source": [], "outputs": [{"output_type": "stream", "text": [printed]}]},
-                      {"cell_type": "markdown", "source": [markdown]}]}
+    return {
+        "cells": [
+            {"cell_type": "code", "source": [], "outputs": [{"output_type": "stream", "text": [printed]}]},
+            {"cell_type": "markdown", "source": [markdown]},
+        ]
+    }
 
 
 def test_the_checker_flags_numbers_that_nothing_printed():
-    notebook = _notebook("After 1,200 steps of notebook 07 the loss was\n3.14 (about 24 minutes, 49.3% NSP); "
-                         "`lr=5e-4` in 4 layers, WikiText-2, Devlin et al. 2019.\n\n1. an exercise",
-                         "step 1200: loss 3.1, 24.4 min, nsp_accuracy 0.493")
+    notebook = _notebook(
+        "After 1,200 steps of notebook 07 the loss was\n3.14 (about 24 minutes, 49.3% NSP); "
+        "`lr=5e-4` in 4 layers, WikiText-2, Devlin et al. 2019.\n\n1. an exercise",
+        "step 1200: loss 3.1, 24.4 min, nsp_accuracy 0.493",
+    )
     missing = unsupported_numbers(notebook, results=set(), literature=set())
     assert [number for _, number, _ in missing] == ["3.14"]  # 3.1 printed is not 3.14; 24 is 24.4 rounded
     assert unsupported_numbers(notebook, results={Decimal("3.14")}, literature=set()) == []
@@ -183,11 +201,21 @@ def test_the_checker_flags_numbers_that_nothing_printed():
 
 
 def test_the_checker_reads_multipliers_percentages_and_names():
-    values = {n.text: n.value for n, _ in prose_numbers("5.5M parameters, 10k steps, 3.3 billion words, 1.44x, 2% "
-                                                        "of SST-2, fp32 and L-4_H-256, 1e-4, 30,522 pieces")}
-    assert values == {"5.5M": Decimal("5500000"), "10k": Decimal("10000"), "3.3 billion": Decimal("3300000000"),
-                      "1.44x": Decimal("1.44"), "2%": Decimal("2"), "1e-4": Decimal("0.0001"),
-                      "30,522": Decimal("30522")}
+    values = {
+        n.text: n.value
+        for n, _ in prose_numbers(
+            "5.5M parameters, 10k steps, 3.3 billion words, 1.44x, 2% of SST-2, fp32 and L-4_H-256, 1e-4, 30,522 pieces"
+        )
+    }
+    assert values == {
+        "5.5M": Decimal("5500000"),
+        "10k": Decimal("10000"),
+        "3.3 billion": Decimal("3300000000"),
+        "1.44x": Decimal("1.44"),
+        "2%": Decimal("2"),
+        "1e-4": Decimal("0.0001"),
+        "30,522": Decimal("30522"),
+    }
     five_and_a_half = prose_numbers("5.5M")[0][0]
     assert _rounds_to(numbers_in_text("5,529,090")[0], five_and_a_half)
     assert not _rounds_to(numbers_in_text("5,449,999")[0], five_and_a_half)
@@ -195,8 +223,13 @@ def test_the_checker_reads_multipliers_percentages_and_names():
 
 def test_every_literature_number_has_a_citation_and_is_used():
     literature = literature_values()
-    used = {number.value for path in NOTEBOOKS for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
-            if cell["cell_type"] == "markdown" for number, _ in prose_numbers("".join(cell["source"]))}
+    used = {
+        number.value
+        for path in NOTEBOOKS
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if cell["cell_type"] == "markdown"
+        for number, _ in prose_numbers("".join(cell["source"]))
+    }
     unused = [entry["value"] for value, entry in literature.items() if value not in used]
     assert not unused, f"{LITERATURE.name} lists numbers that no notebook's prose uses: {unused}"
 
@@ -210,5 +243,7 @@ def supported():
 def test_every_number_in_the_prose_was_printed_or_is_cited(path, supported):
     missing = unsupported_numbers(json.loads(path.read_text(encoding="utf-8")), *supported)
     report = "\n".join(f"  cell {index}: {number!r} in '...{sentence}...'" for index, number, sentence in missing)
-    assert not missing, (f"{path.name}: numbers that no output of the notebook, no results file and no entry of "
-                         f"{LITERATURE.name} supports:\n{report}")
+    assert not missing, (
+        f"{path.name}: numbers that no output of the notebook, no results file and no entry of "
+        f"{LITERATURE.name} supports:\n{report}"
+    )

@@ -1,6 +1,7 @@
 """The objectives after BERT's (issue 16): RoBERTa's packed full-length sequences with dynamic masks
 (bertlib.packed_data) and the MLM-only loss, through the same `pretrain` run folders as BERT's objective; and
 ALBERT's sentence-order prediction pairs."""
+
 import json
 import random
 
@@ -76,22 +77,45 @@ def test_batches_have_no_padding_and_the_nsp_head_is_not_trained(tokenizer):
     batch = MaskedLM(data.pad_id).collate([data[i] for i in range(4)])
     assert batch["attention_mask"].all() and batch["input_ids"].shape == (4, 16)
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=64, max_position_embeddings=32))
+    model = BertForPreTraining(
+        BertConfig(
+            vocab_size=tokenizer.get_vocab_size(),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=32,
+        )
+    )
     nsp_before = {k: v.clone() for k, v in model.state_dict().items() if k.startswith(("nsp_head", "bert.pooler"))}
     mlm_before = model.state_dict()["mlm_head.bias"].clone()
-    records = train(model, data, PretrainConfig(max_steps=3, batch_size=4, log_every=1, device="cpu"),
-                    show_progress=False)
+    records = train(
+        model, data, PretrainConfig(max_steps=3, batch_size=4, log_every=1, device="cpu"), show_progress=False
+    )
     assert [set(r) >= {"mlm_loss"} and "nsp_loss" not in r for r in records] == [True] * 3
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in nsp_before.items())
     assert not torch.equal(mlm_before, model.state_dict()["mlm_head.bias"])
 
 
 def test_pretrain_with_the_mlm_objective_makes_a_run(tmp_path, fast_tokenizer):
-    cfg = PretrainConfig(max_steps=2, batch_size=4, max_seq_len=32, objective="mlm", eval_every=2, eval_batches=1,
-                         save_every=2, device="cpu")
-    model_config = BertConfig(vocab_size=fast_tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
-                              num_attention_heads=2, intermediate_size=64, position_embedding_type="rope")
+    cfg = PretrainConfig(
+        max_steps=2,
+        batch_size=4,
+        max_seq_len=32,
+        objective="mlm",
+        eval_every=2,
+        eval_batches=1,
+        save_every=2,
+        device="cpu",
+    )
+    model_config = BertConfig(
+        vocab_size=fast_tokenizer.get_vocab_size(),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        position_embedding_type="rope",
+    )
     records = pretrain(tmp_path / "run", model_config, cfg, tokenizer=fast_tokenizer, show_progress=False)
     assert records[-1]["split"] == "validation" and "mlm_perplexity" in records[-1]
     assert load_run(tmp_path / "run")[1].objective == "mlm"
@@ -120,8 +144,15 @@ def _train_packed(rank: int, tokenizer_json: str) -> None:
     tokenizer = Tokenizer.from_str(tokenizer_json)
     sentence = tokenizer.encode("the cat sat on the mat and the dog sat on the log", add_special_tokens=False).ids
     data = PackedDataset([[sentence[d:], sentence] for d in range(16)], tokenizer, max_seq_len=16)
-    model = BertForPreTraining(BertConfig(vocab_size=tokenizer.get_vocab_size(), hidden_size=32, num_hidden_layers=1,
-                                          num_attention_heads=2, intermediate_size=64))
+    model = BertForPreTraining(
+        BertConfig(
+            vocab_size=tokenizer.get_vocab_size(),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+        )
+    )
     train(model, data, PretrainConfig(max_steps=2, batch_size=8, device="cpu"), show_progress=False)
 
 
@@ -129,4 +160,3 @@ def _train_packed(rank: int, tokenizer_json: str) -> None:
 def test_two_processes_train_mlm_only(fast_tokenizer):
     "DistributedDataParallel needs a gradient for every trainable parameter: MLM alone freezes the NSP head."
     spawn_group(_train_packed, fast_tokenizer.to_str())
-

@@ -22,8 +22,17 @@ import pytest
 import bertlib
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOORS = ("helpers", "data and tokenizer", "model parts", "model and heads", "data pipelines",
-          "evaluation and run folders", "training loop", "recipes", "command line")
+FLOORS = (
+    "helpers",
+    "data and tokenizer",
+    "model parts",
+    "model and heads",
+    "data pipelines",
+    "evaluation and run folders",
+    "training loop",
+    "recipes",
+    "command line",
+)
 
 
 def test_public_names_are_what_they_say_after_every_submodule_is_imported():
@@ -33,8 +42,11 @@ def test_public_names_are_what_they_say_after_every_submodule_is_imported():
     for name in bertlib.__all__:
         value = getattr(bertlib, name)
         assert not inspect.ismodule(value), f"bertlib.{name} is a module, not the public {name}"
-        expected = getattr(importlib.import_module(f"bertlib.{bertlib._PUBLIC[name]}"), name) \
-            if name in bertlib._PUBLIC else value
+        expected = (
+            getattr(importlib.import_module(f"bertlib.{bertlib._PUBLIC[name]}"), name)
+            if name in bertlib._PUBLIC
+            else value
+        )
         assert value is expected
     assert inspect.isfunction(bertlib.pretrain) and inspect.isfunction(bertlib.finetune)
     assert inspect.isfunction(bertlib.distil) and inspect.isclass(bertlib.BertForPreTraining)
@@ -43,8 +55,10 @@ def test_public_names_are_what_they_say_after_every_submodule_is_imported():
 
 
 def test_a_fresh_process_gets_functions_after_importing_the_recipes_modules():
-    code = ("import bertlib.distillation, bertlib.pretraining, bertlib.finetuning, inspect; from bertlib import "
-            "pretrain, finetune, distil; print(all(map(inspect.isfunction, (pretrain, finetune, distil))))")
+    code = (
+        "import bertlib.distillation, bertlib.pretraining, bertlib.finetuning, inspect; from bertlib import "
+        "pretrain, finetune, distil; print(all(map(inspect.isfunction, (pretrain, finetune, distil))))"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "True\n"
 
 
@@ -104,8 +118,9 @@ def check_layers(rows: list[tuple[str, str, set[str]]], imports: dict[str, set[s
 
 
 def test_contributing_maps_every_module_and_its_imports():
-    modules = {p.stem: bertlib_imports(p) for p in (ROOT / "bertlib").glob("*.py") if p.stem not in ("__init__",
-                                                                                                   "_modidx")}
+    modules = {
+        p.stem: bertlib_imports(p) for p in (ROOT / "bertlib").glob("*.py") if p.stem not in ("__init__", "_modidx")
+    }
     for init in (ROOT / "bertlib").glob("*/__init__.py"):  # a subpackage is one row, its modules' imports its own
         files = list(init.parent.glob("*.py"))
         modules[init.parent.name] = set().union(*map(bertlib_imports, files)) - {f.stem for f in files}
@@ -119,8 +134,9 @@ def test_the_layer_check_catches_an_import_that_reaches_up():
     problems = check_layers(rows, imports)
     assert "checks: floor 'helpers' below the row above it" in problems
     assert any(p.startswith("config: the row lists") for p in problems)
-    assert check_layers([("helpers", "files", {"config"}), ("model parts", "config", set())],
-                        {"files": {"config"}, "config": set()}) == ["files imports config, which is not below it"]
+    assert check_layers(
+        [("helpers", "files", {"config"}), ("model parts", "config", set())], {"files": {"config"}, "config": set()}
+    ) == ["files imports config, which is not below it"]
 
 
 def test_the_files_for_transformers_import_only_torch_and_transformers():

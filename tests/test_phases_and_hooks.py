@@ -31,14 +31,17 @@ def small():
 
 def tiny_model(tokenizer) -> BertForPreTraining:
     torch.manual_seed(0)
-    return BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(),
-                                                     max_position_embeddings=LONG))
+    return BertForPreTraining(
+        BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=LONG)
+    )
 
 
 def phases(small) -> list[Phase]:
     tokenizer, corpus = small
-    return [Phase(PretrainingDataset(corpus, tokenizer, SHORT, seed=1), 0.75),
-            Phase(PretrainingDataset(corpus, tokenizer, LONG, seed=1), 0.25)]
+    return [
+        Phase(PretrainingDataset(corpus, tokenizer, SHORT, seed=1), 0.75),
+        Phase(PretrainingDataset(corpus, tokenizer, LONG, seed=1), 0.25),
+    ]
 
 
 def test_phase_ends_split_the_steps_by_share():
@@ -55,16 +58,24 @@ def test_the_last_phase_trains_on_the_long_sequences_and_resumes_across_the_boun
     def width(loop):  # the hook sees every step's loop; the widest batch of the phase tells its length
         widths.append((loop.step, loop.phase))
 
-    straight = train(tiny_model(tokenizer), phases(small), cfg, run_dir=tmp_path / "straight", hooks=[width],
-                     show_progress=False)
+    straight = train(
+        tiny_model(tokenizer), phases(small), cfg, run_dir=tmp_path / "straight", hooks=[width], show_progress=False
+    )
     assert [phase for _, phase in widths] == [0] * 6 + [1] * 2
     assert [c.name for c in checkpoints(tmp_path / "straight")] == ["step-0000006", "step-0000008"]
     # a run stopped at the boundary (its last checkpoint is step 6, the last short step) goes on with long ones
-    stop_at_6 = train(tiny_model(tokenizer), phases(small), cfg, run_dir=tmp_path / "stopped",
-                      hooks=[lambda loop: loop.step == 6], show_progress=False)
+    stop_at_6 = train(
+        tiny_model(tokenizer),
+        phases(small),
+        cfg,
+        run_dir=tmp_path / "stopped",
+        hooks=[lambda loop: loop.step == 6],
+        show_progress=False,
+    )
     assert stop_at_6[-1]["step"] == 6 and checkpoints(tmp_path / "stopped")[-1].name == "step-0000006"
-    resumed = train(tiny_model(tokenizer), phases(small), cfg, run_dir=tmp_path / "stopped", resume=True,
-                    show_progress=False)
+    resumed = train(
+        tiny_model(tokenizer), phases(small), cfg, run_dir=tmp_path / "stopped", resume=True, show_progress=False
+    )
     assert [r["loss"] for r in read_metrics(tmp_path / "stopped" / "metrics.jsonl")] == [r["loss"] for r in straight]
     assert resumed[-1]["tokens"] == straight[-1]["tokens"]
 
@@ -97,22 +108,29 @@ def test_pretraining_data_makes_the_long_phase_from_the_settings(fast_tokenizer)
 def recipes_seen(monkeypatch):
     "The (model config, settings) each `pretrain` command hands to the recipe, which does not run."
     seen = []
-    monkeypatch.setattr(bertlib.pretraining, "pretrain", lambda out, model_config, cfg, **_: seen.append(
-        (model_config, cfg)) or [])
+    monkeypatch.setattr(
+        bertlib.pretraining, "pretrain", lambda out, model_config, cfg, **_: seen.append((model_config, cfg)) or []
+    )
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")
     return seen
 
 
-def test_the_main_command_trains_the_course_recipe_on_a_gpu_and_the_cpu_run_otherwise(recipes_seen, monkeypatch,
-                                                                                     capsys, tmp_path):
+def test_the_main_command_trains_the_course_recipe_on_a_gpu_and_the_cpu_run_otherwise(
+    recipes_seen, monkeypatch, capsys, tmp_path
+):
     for gpu in (False, True):
         monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
         assert main(["pretrain", "--output-dir", str(tmp_path / "run")]) == 0
     (cpu_model, cpu), (gpu_model, gpu) = recipes_seen
     assert cpu_model == gpu_model == BertConfig.from_preset("mini")
     assert cpu == PretrainConfig() and cpu.max_steps == 4000
-    assert (gpu.epochs, gpu.batch_size, gpu.max_seq_len, gpu.long_seq_len, gpu.mlm_probability) == (100, 256, 128,
-                                                                                                      512, 0.15)
+    assert (gpu.epochs, gpu.batch_size, gpu.max_seq_len, gpu.long_seq_len, gpu.mlm_probability) == (
+        100,
+        256,
+        128,
+        512,
+        0.15,
+    )
     out = capsys.readouterr().out
     assert "recipe: no GPU, so the CPU's: mini, 4,000 steps of 8 sequences of 128 tokens" in out
     assert "recipe: the course model's, since there is a GPU (a test GPU)" in out
@@ -126,8 +144,16 @@ def test_any_option_chooses_your_own_recipe(recipes_seen, monkeypatch, capsys, t
 
 def test_a_target_perplexity_ends_the_run_at_the_first_validation_that_reaches_it(fast_tokenizer, tmp_path):
     model = BertConfig.from_preset("tiny", vocab_size=fast_tokenizer.get_vocab_size())
-    cfg = PretrainConfig(max_steps=20, batch_size=4, max_seq_len=32, eval_every=3, eval_batches=1, log_every=1,
-                         device="cpu", target_perplexity=1e9)  # any validation reaches it
+    cfg = PretrainConfig(
+        max_steps=20,
+        batch_size=4,
+        max_seq_len=32,
+        eval_every=3,
+        eval_batches=1,
+        log_every=1,
+        device="cpu",
+        target_perplexity=1e9,
+    )  # any validation reaches it
     records = bertlib.pretraining.pretrain(tmp_path / "run", model, cfg, tokenizer=fast_tokenizer, show_progress=False)
     assert records[-1]["step"] == 3 and records[-1]["split"] == "validation"
     assert checkpoints(tmp_path / "run")[-1].name == "step-0000003"
@@ -138,9 +164,16 @@ def test_a_target_perplexity_ends_the_run_at_the_first_validation_that_reaches_i
 
 def test_no_validation_or_checkpoint_period_means_at_the_end_only(small, tmp_path):
     tokenizer, corpus = small
-    cfg = TrainConfig(max_steps=3, batch_size=4, max_seq_len=SHORT, log_every=1, eval_every=None, save_every=None,
-                      device="cpu")
-    records = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SHORT, seed=1), cfg,
-                    valid_loader=None, run_dir=tmp_path, show_progress=False)
+    cfg = TrainConfig(
+        max_steps=3, batch_size=4, max_seq_len=SHORT, log_every=1, eval_every=None, save_every=None, device="cpu"
+    )
+    records = train(
+        tiny_model(tokenizer),
+        PretrainingDataset(corpus, tokenizer, SHORT, seed=1),
+        cfg,
+        valid_loader=None,
+        run_dir=tmp_path,
+        show_progress=False,
+    )
     assert [r["step"] for r in records] == [1, 2, 3]
     assert [c.name for c in checkpoints(tmp_path)] == ["step-0000003"]

@@ -52,8 +52,10 @@ def small_corpus(corpus):
 @contextmanager
 def time_limit(seconds: int):
     "Fail instead of hanging if the code under test loops forever."
+
     def fail(signum, frame):
         raise TimeoutError(f"took more than {seconds} s")
+
     previous = signal.signal(signal.SIGALRM, fail)
     signal.alarm(seconds)
     try:
@@ -82,6 +84,7 @@ def check_pairs(examples, documents, max_seq_len: int) -> None:
 
 # --- the corpus cache -------------------------------------------------------------------------------------
 
+
 def test_corpus_holds_the_tokenizers_ids(train_documents, tokenizer, corpus):
     assert len(corpus) == len(train_documents) and len(corpus.ids) > 2_000_000
     for d in (0, 100, len(corpus) - 1):
@@ -99,8 +102,9 @@ def test_cache_is_reused_and_a_changed_tokenizer_or_text_invalidates_it(train_ro
     other_tok = train_tokenizer(train_rows[:600], vocab_size=700)
     changed = encode_corpus(docs, other_tok, cache_dir=tmp_path)
     assert not changed.from_cache and changed.key != first.key
-    assert changed.documents() == [[e.ids for e in other_tok.encode_batch(d, add_special_tokens=False) if e.ids]
-                                   for d in docs]
+    assert changed.documents() == [
+        [e.ids for e in other_tok.encode_batch(d, add_special_tokens=False) if e.ids] for d in docs
+    ]
     edited = [list(d) for d in docs]
     edited[3][0] += " extra"
     assert not encode_corpus(edited, tok, cache_dir=tmp_path).from_cache
@@ -116,8 +120,13 @@ def test_unreadable_or_foreign_cache_files_are_rebuilt(train_rows, tmp_path, mon
     path.write_bytes(b"not a zip file")
     rebuilt = encode_corpus(docs, tok)
     assert not rebuilt.from_cache and np.array_equal(rebuilt.ids, built.ids)
-    np.savez(path, ids=built.ids, sentence_offsets=built.sentence_offsets,
-             document_offsets=built.document_offsets, key=np.array("someone else's key"))
+    np.savez(
+        path,
+        ids=built.ids,
+        sentence_offsets=built.sentence_offsets,
+        document_offsets=built.document_offsets,
+        key=np.array("someone else's key"),
+    )
     assert not encode_corpus(docs, tok).from_cache
     assert encode_corpus(docs, tok).from_cache
 
@@ -130,6 +139,7 @@ def test_encoding_ignores_and_keeps_the_callers_truncation(train_rows, tmp_path)
 
 
 # --- next-sentence pairs ----------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("pairing", ["segments", "sentences"])
 def test_nsp_pairs_on_wikitext_train(corpus, pairing):
@@ -176,8 +186,15 @@ def test_unused_sentences_are_put_back():
 
 
 def test_edge_cases_do_not_crash_or_hang(tokenizer):
-    texts = [[], ["<unk> <unk> <unk> ."], ["<unk>"], ["a single sentence ."], [" ".join(["word"] * 3000) + " ."],
-             ["", "   "], ["first .", "second .", " ".join(["long"] * 500) + " .", "last ."]]
+    texts = [
+        [],
+        ["<unk> <unk> <unk> ."],
+        ["<unk>"],
+        ["a single sentence ."],
+        [" ".join(["word"] * 3000) + " ."],
+        ["", "   "],
+        ["first .", "second .", " ".join(["long"] * 500) + " .", "last ."],
+    ]
     corpus = encode_corpus(texts, tokenizer, use_cache=False)
     documents = corpus.documents()
     assert documents[0] == [] and documents[5] == [] and set(documents[1][0]) <= {1, tokenizer.token_to_id(".")}
@@ -192,10 +209,16 @@ def test_edge_cases_do_not_crash_or_hang(tokenizer):
     assert batch["input_ids"].shape == (len(dataset), 16)
 
 
-@pytest.mark.parametrize("documents, expected", [
-    ([], 0), ([[], []], 0), ([[[5]]], 0),  # nothing to pair
-    ([[[5, 6]]], 1), ([[[5], [6]]], 1),  # one document: a true continuation, split inside if it must be
-])
+@pytest.mark.parametrize(
+    "documents, expected",
+    [
+        ([], 0),
+        ([[], []], 0),
+        ([[[5]]], 0),  # nothing to pair
+        ([[[5, 6]]], 1),
+        ([[[5], [6]]], 1),  # one document: a true continuation, split inside if it must be
+    ],
+)
 def test_tiny_corpora(documents, expected):
     with time_limit(10):
         examples = create_nsp_examples(documents, 8, random.Random(0))
@@ -203,11 +226,17 @@ def test_tiny_corpora(documents, expected):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(st.lists(st.integers(0, 40), max_size=8), max_size=6), st.integers(5, 40), st.floats(0, 1),
-       st.sampled_from(["segments", "sentences"]), st.integers(0, 2**32))
+@given(
+    st.lists(st.lists(st.integers(0, 40), max_size=8), max_size=6),
+    st.integers(5, 40),
+    st.floats(0, 1),
+    st.sampled_from(["segments", "sentences"]),
+    st.integers(0, 2**32),
+)
 def test_pairs_are_valid_for_any_documents(lengths, max_seq_len, short_seq_prob, pairing, seed):
-    documents = [[[1000 * d + 10 * s + k for k in range(n)] for s, n in enumerate(doc)]
-                 for d, doc in enumerate(lengths)]
+    documents = [
+        [[1000 * d + 10 * s + k for k in range(n)] for s, n in enumerate(doc)] for d, doc in enumerate(lengths)
+    ]
     examples = create_nsp_examples(documents, max_seq_len, random.Random(seed), short_seq_prob, pairing=pairing)
     check_pairs(examples, documents, max_seq_len)
 
@@ -221,6 +250,7 @@ def test_bad_pair_arguments(kwargs):
 
 # --- masking ----------------------------------------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_masking_statistics_over_the_train_split(corpus, tokenizer):
     "Over 1.1M tokens through the dataset and collator: 15% picked, 80/10/10, never a special or padding token."
@@ -231,8 +261,11 @@ def test_masking_statistics_over_the_train_split(corpus, tokenizer):
         indices = range(start, start + 512)
         batch = collate([dataset[i] for i in indices])
         ids, labels = batch["input_ids"], batch["labels"]
-        original = pad_sequence([build_inputs(dataset.examples[i].tokens_a, dataset.examples[i].tokens_b)[0]
-                                 for i in indices], batch_first=True, padding_value=PAD_ID)
+        original = pad_sequence(
+            [build_inputs(dataset.examples[i].tokens_a, dataset.examples[i].tokens_b)[0] for i in indices],
+            batch_first=True,
+            padding_value=PAD_ID,
+        )
         original = F.pad(original, (0, ids.shape[1] - original.shape[1]), value=PAD_ID)
         special = torch.isin(original, torch.tensor([CLS_ID, SEP_ID, PAD_ID]))
         sel = labels != IGNORE_INDEX
@@ -257,8 +290,9 @@ def test_masking_rate_030_and_random_ids_skip_any_special_ids():
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(0, 12, (1000, 100), generator=g)
     special = ids % 7 == 0
-    masked, labels = mask_tokens(ids, special, mask_token_id=11, vocab_size=12, mlm_probability=0.3, generator=g,
-                                 special_token_ids=(0, 5, 9, 11))
+    masked, labels = mask_tokens(
+        ids, special, mask_token_id=11, vocab_size=12, mlm_probability=0.3, generator=g, special_token_ids=(0, 5, 9, 11)
+    )
     sel = labels != IGNORE_INDEX
     assert abs(sel.sum().item() / (~special).sum().item() - 0.3) < 0.005
     random_ids = masked[sel & (masked != 11) & (masked != ids)]
@@ -304,18 +338,24 @@ def test_bad_masking_probability(p):
 
 def test_mask_shapes_must_match():
     with pytest.raises(ValueError, match="shape"):
-        mask_tokens(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 5, dtype=torch.bool),
-                    mask_token_id=MASK_ID, vocab_size=20)
+        mask_tokens(
+            torch.zeros(2, 4, dtype=torch.long),
+            torch.zeros(2, 5, dtype=torch.bool),
+            mask_token_id=MASK_ID,
+            vocab_size=20,
+        )
 
 
 # --- layout and batches -----------------------------------------------------------------------------------
+
 
 def test_layout_matches_the_tokenizers_post_processor(train_documents, tokenizer):
     sentences = train_documents[0][:30]
     for s1, s2 in zip(sentences, sentences[1:], strict=False):
         reference = tokenizer.encode(s1, s2)
-        ids, types, special = build_inputs(tokenizer.encode(s1, add_special_tokens=False).ids,
-                                           tokenizer.encode(s2, add_special_tokens=False).ids)
+        ids, types, special = build_inputs(
+            tokenizer.encode(s1, add_special_tokens=False).ids, tokenizer.encode(s2, add_special_tokens=False).ids
+        )
         assert ids.tolist() == reference.ids and types.tolist() == reference.type_ids
         assert special.int().tolist() == reference.special_tokens_mask
 
@@ -328,8 +368,9 @@ def test_batches_are_laid_out_and_padded(small_corpus, tokenizer, multiple):
         width = batch["input_ids"].shape[1]
         lengths = batch["attention_mask"].sum(1).tolist()
         assert width == (max(lengths) if multiple is None else -(-max(lengths) // 8) * 8)
-        for ids, types, attention, labels, n in zip(batch["input_ids"], batch["token_type_ids"],
-                                                    batch["attention_mask"], batch["labels"], lengths, strict=True):
+        for ids, types, attention, labels, n in zip(
+            batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["labels"], lengths, strict=True
+        ):
             seps = (ids == SEP_ID).nonzero().flatten().tolist()
             assert ids[0] == CLS_ID and len(seps) == 2 and seps[1] == n - 1
             assert types.tolist() == [0] * (seps[0] + 1) + [1] * (n - seps[0] - 1) + [0] * (width - n)
@@ -341,14 +382,16 @@ def test_batches_are_laid_out_and_padded(small_corpus, tokenizer, multiple):
 
 def test_next_sentence_label_is_zero_when_b_follows(small_corpus, tokenizer):
     dataset = PretrainingDataset(small_corpus, tokenizer, 64)
-    assert [dataset[i]["next_sentence_label"].item() for i in range(len(dataset))] == \
-        [int(ex.is_random_next) for ex in dataset.examples]
+    assert [dataset[i]["next_sentence_label"].item() for i in range(len(dataset))] == [
+        int(ex.is_random_next) for ex in dataset.examples
+    ]
 
 
 def test_same_seed_same_batches_with_or_without_workers(small_corpus, tokenizer):
     def batches(seed, workers, epoch=0):
-        loader = pretraining_dataloader(PretrainingDataset(small_corpus, tokenizer, 64, seed=seed), 32,
-                                        num_workers=workers, seed=seed)
+        loader = pretraining_dataloader(
+            PretrainingDataset(small_corpus, tokenizer, 64, seed=seed), 32, num_workers=workers, seed=seed
+        )
         set_epoch(loader, epoch)
         return list(loader)
 

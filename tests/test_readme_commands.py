@@ -17,14 +17,30 @@ from hub_layouts import google_layout
 ROOT = Path(__file__).resolve().parents[1]
 HUB_ID = "google/bert_uncased_L-4_H-256_A-4"
 # values that make a command tiny, put in place of the README's own; an option a command lacks is added
-SMALLER = {"--preset": "tiny", "--batch-size": "4", "--epochs": "0.0005", "--time-budget": "10s",
-           "--nproc_per_node": "2"}
+SMALLER = {
+    "--preset": "tiny",
+    "--batch-size": "4",
+    "--epochs": "0.0005",
+    "--time-budget": "10s",
+    "--nproc_per_node": "2",
+}
 ADDED = {
     "pretrain": {"--preset": "tiny", "--max-seq-len": "32", "--eval-batches": "2", "--device": "cpu"},
-    "distil": {"--max-steps": "2", "--batch-size": "2", "--max-seq-len": "32", "--eval-batches": "2",
-               "--device": "cpu"},
-    "finetune": {"--train-examples": "8", "--eval-examples": "4", "--max-steps": "2", "--batch-size": "4",
-                 "--max-seq-len": "64", "--device": "cpu"},
+    "distil": {
+        "--max-steps": "2",
+        "--batch-size": "2",
+        "--max-seq-len": "32",
+        "--eval-batches": "2",
+        "--device": "cpu",
+    },
+    "finetune": {
+        "--train-examples": "8",
+        "--eval-examples": "4",
+        "--max-steps": "2",
+        "--batch-size": "4",
+        "--max-seq-len": "64",
+        "--device": "cpu",
+    },
 }
 LENGTHS = ("--max-steps", "--epochs", "--time-budget")
 # runs that a README command reads and no README command before it makes ("also rte, conll2003, squad")
@@ -43,8 +59,11 @@ def tiny(command: str) -> list[str]:
     """`command` as an argument list, with `SMALLER`'s values and `ADDED`'s options: a resumed run keeps the
     settings it was made with, and a command that gives its length keeps that way of giving it."""
     words = shlex.split(command)
-    argv = [sys.executable, *words[1:]] if words[:2] == ["python", "-m"] else [
-        str(Path(sys.executable).with_name("torchrun")), *words[1:]]
+    argv = (
+        [sys.executable, *words[1:]]
+        if words[:2] == ["python", "-m"]
+        else [str(Path(sys.executable).with_name("torchrun")), *words[1:]]
+    )
     for i, word in enumerate(argv):
         name, equals, _ = word.partition("=")
         if name in SMALLER and "--resume" not in argv:
@@ -52,8 +71,9 @@ def tiny(command: str) -> list[str]:
                 argv[i] = f"{name}={SMALLER[name]}"
             else:
                 argv[i + 1] = SMALLER[name]
-    subcommand = next(word for word in argv if word in ADDED or word in ("evaluate", "fill-mask", "export-hf",
-                                                                         "info", "predict"))
+    subcommand = next(
+        word for word in argv if word in ADDED or word in ("evaluate", "fill-mask", "export-hf", "info", "predict")
+    )
     if "--resume" in argv:
         return argv
     for option, value in ADDED.get(subcommand, {}).items():
@@ -68,10 +88,31 @@ def test_the_block_is_found_and_shrunk():
     commands = readme_commands()
     assert len(commands) >= 15 and all(c.startswith(("python -m bertlib ", "torchrun ")) for c in commands)
     first = tiny("python -m bertlib pretrain --preset small --epochs 10 --output-dir runs/small")
-    assert first[1:] == ["-m", "bertlib", "pretrain", "--preset", "tiny", "--epochs", "0.0005", "--output-dir",
-                         "runs/small", "--max-seq-len", "32", "--eval-batches", "2", "--device", "cpu"]
+    assert first[1:] == [
+        "-m",
+        "bertlib",
+        "pretrain",
+        "--preset",
+        "tiny",
+        "--epochs",
+        "0.0005",
+        "--output-dir",
+        "runs/small",
+        "--max-seq-len",
+        "32",
+        "--eval-batches",
+        "2",
+        "--device",
+        "cpu",
+    ]
     assert tiny("python -m bertlib pretrain --output-dir runs/small --resume")[1:] == [
-        "-m", "bertlib", "pretrain", "--output-dir", "runs/small", "--resume"]
+        "-m",
+        "bertlib",
+        "pretrain",
+        "--output-dir",
+        "runs/small",
+        "--resume",
+    ]
     assert "--nproc_per_node=2" in tiny("torchrun --nproc_per_node=4 -m bertlib pretrain --output-dir runs/base")
 
 

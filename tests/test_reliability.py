@@ -1,5 +1,6 @@
 """Runs survive what users do: interrupts, kills, NaNs, bad values and damaged files. Each test names the README
 claim it backs (section "Runs that survive")."""
+
 import json
 import os
 import random
@@ -48,8 +49,9 @@ def losses(run: Path) -> list[float]:
 def cli(*args: str) -> subprocess.Popen:
     "The command line in a process of its own, as a user would run it."
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "bertlib", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertlib", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +65,17 @@ def straight(tiny, tmp_path_factory):
 def test_claim_settings_are_checked_before_anything_is_written(tiny, tmp_path, capsys):
     "README: a bad value is a one-line error, and nothing is written."
     (tmp_path / "file").write_text("x")
-    for args in (["--device", "tpu9"], ["--num-workers", "-1"], ["--max-seq-len", "1000"], ["--lr", "inf"],
-                 ["--lr", "nan"], ["--max-grad-norm", "-1"], ["--max-grad-norm", "0"], ["--weight-decay", "-1"],
-                 *([["--device", "cuda"]] if not torch.cuda.is_available() else [])):
+    for args in (
+        ["--device", "tpu9"],
+        ["--num-workers", "-1"],
+        ["--max-seq-len", "1000"],
+        ["--lr", "inf"],
+        ["--lr", "nan"],
+        ["--max-grad-norm", "-1"],
+        ["--max-grad-norm", "0"],
+        ["--weight-decay", "-1"],
+        *([["--device", "cuda"]] if not torch.cuda.is_available() else []),
+    ):
         assert main(["pretrain", *tiny, "--max-steps", "2", *args, "--output-dir", str(tmp_path / "run")]) == 2
         one_line_error(capsys)
         assert not (tmp_path / "run").exists(), args
@@ -146,8 +156,9 @@ def small(fast_tokenizer, corpus):
 
 def tiny_model(tokenizer) -> BertForPreTraining:
     torch.manual_seed(0)
-    return BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(),
-                                                     max_position_embeddings=64))
+    return BertForPreTraining(
+        BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=64)
+    )
 
 
 def test_claim_a_non_finite_loss_stops_the_run_and_keeps_the_good_checkpoints(small, tmp_path):
@@ -186,9 +197,13 @@ def test_claim_every_bad_input_is_one_line_and_exit_2(straight, tmp_path, capsys
     "README: mistakes are one-line errors with exit code 2, and nothing is overwritten."
     run = tmp_path / "run"
     shutil.copytree(straight, run)
-    cases = [["evaluate", str(run), "--batch-size", "0"], ["evaluate", str(run), "--device", "bogus"],
-             ["export-hf", str(run), str(run), "--overwrite"], ["export-hf", str(run), str(run / "config.json")],
-             ["fill-mask", str(run), "caf\udce9 [MASK] ."]]
+    cases = [
+        ["evaluate", str(run), "--batch-size", "0"],
+        ["evaluate", str(run), "--device", "bogus"],
+        ["export-hf", str(run), str(run), "--overwrite"],
+        ["export-hf", str(run), str(run / "config.json")],
+        ["fill-mask", str(run), "caf\udce9 [MASK] ."],
+    ]
     if not torch.cuda.is_available():
         cases.append(["evaluate", str(run), "--device", "cuda"])
     config = (run / "config.json").read_bytes()
@@ -223,9 +238,12 @@ def test_claim_a_damaged_tensor_file_is_detected_and_weights_alone_suffice(strai
     data = bytearray(weights.read_bytes())
     data[-100:-50] = b"\x7f" * 50  # tensor bytes garbled, header intact
     weights.write_bytes(bytes(data))
-    for args in (["evaluate", str(run)], ["fill-mask", str(run), "a [MASK] ."], ["export-hf", str(run),
-                                                                                 str(tmp_path / "hf")],
-                 ["pretrain", "--output-dir", str(run), "--resume"]):
+    for args in (
+        ["evaluate", str(run)],
+        ["fill-mask", str(run), "a [MASK] ."],
+        ["export-hf", str(run), str(tmp_path / "hf")],
+        ["pretrain", "--output-dir", str(run), "--resume"],
+    ):
         assert main(args) == 2, args
         assert "model.safetensors does not match its checksum" in one_line_error(capsys)
     with pytest.raises(RunError, match="checksum"):
@@ -255,8 +273,14 @@ def test_claim_resume_retraces_logging_windows_that_straddle_a_checkpoint(small,
     cfg = TrainConfig(max_steps=9, batch_size=8, max_seq_len=64, log_every=3, save_every=4, device="cpu")
 
     def run(folder, **kwargs):
-        return train(tiny_model(tokenizer), PretrainingDataset(documents, tokenizer, 64, seed=0), cfg,
-                     run_dir=folder, show_progress=False, **kwargs)
+        return train(
+            tiny_model(tokenizer),
+            PretrainingDataset(documents, tokenizer, 64, seed=0),
+            cfg,
+            run_dir=folder,
+            show_progress=False,
+            **kwargs,
+        )
 
     reference = [r["loss"] for r in run(tmp_path / "straight")]
 
@@ -273,6 +297,7 @@ def test_claim_resume_retraces_logging_windows_that_straddle_a_checkpoint(small,
 
 def test_a_tensor_two_modules_share_is_saved_once_and_loads_shared(tmp_path):
     "(ELECTRA's generator and discriminator share their embeddings: safetensors refuses shared memory.)"
+
     def tied() -> torch.nn.Module:
         model = torch.nn.ModuleDict({"embed": torch.nn.Embedding(7, 3), "decode": torch.nn.Linear(3, 7)})
         model["decode"].weight = model["embed"].weight

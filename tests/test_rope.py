@@ -1,6 +1,7 @@
 """Rotary position embeddings (`BertConfig.position_embedding_type="rope"`): the rotation's two defining
 properties, and whole models equal to HF RoFormer (masked LM, sparse MLM loss, token and span heads) through
 the export in `bertlib.interop`."""
+
 import pytest
 import torch
 import transformers
@@ -72,8 +73,10 @@ def test_rope_token_and_span_heads_equal_hf_roformer_and_the_rest_get_bertlib_s_
     torch.manual_seed(1)
     config = rope_config()
     ids = torch.randint(5, config.vocab_size, (2, 12))
-    for model, name in ((BertForTokenClassification(config, ("O", "B-X", "I-X")), "logits"),
-                        (BertForQuestionAnswering(config), "start_logits")):
+    for model, name in (
+        (BertForTokenClassification(config, ("O", "B-X", "I-X")), "logits"),
+        (BertForQuestionAnswering(config), "start_logits"),
+    ):
         hf_model = interop.to_transformers(model.eval())
         with torch.no_grad():
             assert torch.allclose(getattr(model(ids), name), getattr(hf_model(ids), name), atol=1e-5)

@@ -69,9 +69,9 @@ def test_pruned_path_handles_rows_without_selected_positions_and_a_labelled_cls(
 
 
 def test_head_positions_put_cls_first_then_the_selected_in_order():
-    selected = torch.tensor([[False, False, True, False, True],
-                             [False, True, False, False, False],
-                             [True, False, False, False, False]])
+    selected = torch.tensor(
+        [[False, False, True, False, True], [False, True, False, False, False], [True, False, False, False, False]]
+    )
     positions = _head_positions(selected)
     assert positions.shape == (3, 3)
     assert positions[:, 0].tolist() == [0, 0, 0]

@@ -1,5 +1,6 @@
 """Every surface holds against a hostile user: fine-tuning, predict, distil and export, two writers, broken models,
 bad paths and a shared CPU (issue 28). Each test names the README claim it backs (section "Runs that survive")."""
+
 import json
 import os
 import re
@@ -15,11 +16,11 @@ import torch
 import transformers
 
 import bertlib.devices as devices_module
-from bertlib.checkpoints import best_checkpoint, checkpoints, save_checkpoint
+from bertlib.checkpoints import best_checkpoint, best_validation, checkpoints, save_checkpoint
 from bertlib.cli import main
 from bertlib.config import BertConfig
 from bertlib.finetune_data import squad_windows
-from bertlib.finetuning import SELECTION_METRIC, _keep_best, best_validation, finetune
+from bertlib.finetuning import SELECTION_METRIC, _keep_best, finetune
 from bertlib.lifecycle import lock_path
 from bertlib.model_factory import build_model
 from bertlib.runs import create_run, load_run, read_metrics
@@ -39,8 +40,14 @@ def one_line_error(capsys) -> str:
 def cli(*args: str, cwd: Path | None = None) -> subprocess.Popen:
     "The command line in a process of its own, as a user would run it."
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-m", "bertlib", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=cwd)
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertlib", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +59,12 @@ def tiny(tokenizer_file):
 def pretrained(tiny, tmp_path_factory):
     "A pre-training run of 4 steps (checkpoints at 2 and 4): the encoder, teacher and export source below."
     run = tmp_path_factory.mktemp("pretrained") / "run"
-    assert main(["pretrain", *tiny, "--max-steps", "4", "--save-every", "2", "--eval-every", "4",
-                 "--output-dir", str(run)]) == 0
+    assert (
+        main(
+            ["pretrain", *tiny, "--max-steps", "4", "--save-every", "2", "--eval-every", "4", "--output-dir", str(run)]
+        )
+        == 0
+    )
     return run
 
 
@@ -61,16 +72,36 @@ def pretrained(tiny, tmp_path_factory):
 def finetuned(pretrained, task_data, tmp_path_factory):
     "SST-2 fine-tuned from `pretrained` for 2 epochs of 2 steps, validated and saved after each."
     run = tmp_path_factory.mktemp("finetuned") / "run"
-    assert main(["finetune", "sst2", "--from", str(pretrained), "--data-dir", str(task_data), "--train-examples",
-                 "16", "--eval-examples", "8", "--batch-size", "8", "--epochs", "2", "--output-dir", str(run)]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "sst2",
+                "--from",
+                str(pretrained),
+                "--data-dir",
+                str(task_data),
+                "--train-examples",
+                "16",
+                "--eval-examples",
+                "8",
+                "--batch-size",
+                "8",
+                "--epochs",
+                "2",
+                "--output-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     return run
 
 
 def task_run(folder: Path, task: str, tokenizer, max_seq_len: int = 64, poison: bool = False) -> Path:
     "A fine-tuning run folder of `task` with a random head, as training leaves it (best/ included), made at once."
     config = BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=128)
-    cfg = FinetuneConfig(task=task, source="nowhere", max_steps=1, max_seq_len=max_seq_len, doc_stride=32,
-                         device="cpu")
+    cfg = FinetuneConfig(task=task, source="nowhere", max_steps=1, max_seq_len=max_seq_len, doc_stride=32, device="cpu")
     torch.manual_seed(0)
     model = build_model(config, cfg)
     if poison:  # what --lr 1e30 with --on-nan skip leaves
@@ -108,8 +139,11 @@ def test_claim_a_run_folder_has_one_writer_at_a_time(tiny, tmp_path, processes):
     processes.append(first)
     while not checkpoints(run) and first.poll() is None:  # training, with a checkpoint to resume from
         time.sleep(0.1)
-    for args in (["pretrain", "--output-dir", str(run), "--resume"], ["pretrain", *tiny, "--output-dir", str(run)],
-                 ["finetune", "sst2", "--from", str(run), "--output-dir", str(run)]):
+    for args in (
+        ["pretrain", "--output-dir", str(run), "--resume"],
+        ["pretrain", *tiny, "--output-dir", str(run)],
+        ["finetune", "sst2", "--from", str(run), "--output-dir", str(run)],
+    ):
         second = cli(*args)
         processes.append(second)
         _, err = second.communicate(timeout=300)
@@ -144,8 +178,10 @@ def test_claim_a_run_folder_has_one_writer_at_a_time(tiny, tmp_path, processes):
 # --------------------------------------------------------------------------------------------------- resume length
 def test_claim_resume_refuses_a_length_that_ends_before_the_newest_checkpoint(pretrained, finetuned, tmp_path, capsys):
     "README: --resume with --max-steps (or --epochs) that would end before the newest checkpoint is refused."
-    for run, args in ((copy(pretrained, tmp_path / "p"), ["pretrain", "--max-steps", "3"]),
-                      (copy(finetuned, tmp_path / "f"), ["finetune", "sst2", "--epochs", "1"])):
+    for run, args in (
+        (copy(pretrained, tmp_path / "p"), ["pretrain", "--max-steps", "3"]),
+        (copy(finetuned, tmp_path / "f"), ["finetune", "sst2", "--epochs", "1"]),
+    ):
         config = (run / "config.json").read_bytes()
         assert main([*args, "--output-dir", str(run), "--resume"]) == 2
         assert "is at step 4, past the end of a run of" in one_line_error(capsys)
@@ -173,8 +209,10 @@ def test_claim_best_is_what_the_summary_says_and_is_never_replaced_silently(fine
     # resuming without best/: the lost best score stays the one to beat, and the summary reads best/ itself
     lost = max(r["accuracy"] for r in read_metrics(run / "metrics.jsonl") if r.get("split") == "validation")
     shutil.rmtree(run / "best")
-    assert main(["finetune", "sst2", "--output-dir", str(run), "--resume", "--epochs", "4", "--data-dir",
-                 str(task_data)]) == 0
+    assert (
+        main(["finetune", "sst2", "--output-dir", str(run), "--resume", "--epochs", "4", "--data-dir", str(task_data)])
+        == 0
+    )
     captured = capsys.readouterr()
     assert f"best is missing: only a validation above its accuracy of {lost:.4f} will fill it again" in captured.err
     kept = best_validation(run)
@@ -259,8 +297,10 @@ def test_claim_predict_refuses_bad_text_in_one_line_for_every_task(task_runs, ca
 # --------------------------------------------------------------------------------------------------------- --from
 def test_claim_bad_from_paths_are_one_line(pretrained, tokenizer_file, tmp_path, capsys):
     "README: --from a file or one checkpoint folder is a one-line error naming what to give instead."
-    for source, message in ((tokenizer_file, "is a file"),
-                            (checkpoints(pretrained)[-1], f"give the run folder ({pretrained})")):
+    for source, message in (
+        (tokenizer_file, "is a file"),
+        (checkpoints(pretrained)[-1], f"give the run folder ({pretrained})"),
+    ):
         assert main(["finetune", "sst2", "--from", str(source), "--output-dir", str(tmp_path / "run")]) == 2
         assert message in one_line_error(capsys)
         assert not (tmp_path / "run").exists()
@@ -272,8 +312,17 @@ def test_claim_a_fine_tuning_run_finds_its_source_from_any_folder(pretrained, ta
     for folder in ("a", "b/deeper"):
         (tmp_path / folder).mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "a")
-    cfg = FinetuneConfig(task="sst2", source=os.path.relpath(pretrained), train_examples=8, eval_examples=8,
-                         max_steps=2, epochs=None, batch_size=8, log_every=1, device="cpu")
+    cfg = FinetuneConfig(
+        task="sst2",
+        source=os.path.relpath(pretrained),
+        train_examples=8,
+        eval_examples=8,
+        max_steps=2,
+        epochs=None,
+        batch_size=8,
+        log_every=1,
+        device="cpu",
+    )
 
     def stop_before_the_first_checkpoint(entry):
         if entry.get("step") == 1 and "loss" in entry:
@@ -316,9 +365,35 @@ def test_claim_a_distilled_run_finds_its_teacher_from_any_folder(pretrained, tmp
 # ------------------------------------------------------------------------------------------------- broken models
 def test_claim_a_broken_model_is_not_reported_as_fine(pretrained, task_data, tmp_path, fast_tokenizer, capsys):
     "README: a run whose outputs are not finite stops with one line; --json output is always valid JSON."
-    assert main(["finetune", "sst2", "--from", str(pretrained), "--data-dir", str(task_data), "--lr", "1e30",
-                 "--on-nan", "skip", "--train-examples", "16", "--eval-examples", "8", "--batch-size", "4",
-                 "--max-steps", "6", "--eval-every", "3", "--output-dir", str(tmp_path / "skip")]) == 2
+    assert (
+        main(
+            [
+                "finetune",
+                "sst2",
+                "--from",
+                str(pretrained),
+                "--data-dir",
+                str(task_data),
+                "--lr",
+                "1e30",
+                "--on-nan",
+                "skip",
+                "--train-examples",
+                "16",
+                "--eval-examples",
+                "8",
+                "--batch-size",
+                "4",
+                "--max-steps",
+                "6",
+                "--eval-every",
+                "3",
+                "--output-dir",
+                str(tmp_path / "skip"),
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert "outputs are not finite" in captured.err and "best validation" not in captured.out
     assert best_checkpoint(tmp_path / "skip") is None
@@ -339,10 +414,14 @@ def test_claim_a_broken_model_is_not_reported_as_fine(pretrained, task_data, tmp
 # ---------------------------------------------------------------------------------------------- smaller defects
 def test_claim_settings_that_cannot_work_are_refused_before_anything_is_written(tiny, tmp_path, capsys):
     "README: fine-tuning lengths too short for the task, ELECTRA variants that HF ELECTRA lacks."
-    for args in (["finetune", "sst2", "--from", "x", "--max-seq-len", "2"],
-                 ["finetune", "rte", "--from", "x", "--max-seq-len", "4"],
-                 *[["pretrain", *tiny, "--objective", "electra", "--max-steps", "1", *variant]
-                   for variant in (["--position-embedding-type", "rope"], ["--share-layers"], ["--pairing", "sop"])]):
+    for args in (
+        ["finetune", "sst2", "--from", "x", "--max-seq-len", "2"],
+        ["finetune", "rte", "--from", "x", "--max-seq-len", "4"],
+        *[
+            ["pretrain", *tiny, "--objective", "electra", "--max-steps", "1", *variant]
+            for variant in (["--position-embedding-type", "rope"], ["--share-layers"], ["--pairing", "sop"])
+        ],
+    ):
         assert main([*args, "--output-dir", str(tmp_path / "run")]) == 2, args
         one_line_error(capsys)
         assert not (tmp_path / "run").exists()
@@ -363,12 +442,13 @@ def test_claim_messages_name_the_real_problem(finetuned, tmp_path, monkeypatch, 
     monkeypatch.chdir(tmp_path)
     Path("file").write_text("x")
     for args, message in (
-            (["finetune", "rte", "--output-dir", str(finetuned), "--resume"], "which fine-tunes sst2, not rte"),
-            (["predict", "nowhere", "a film"], "`finetune`"),
-            (["finetune", "sst2", "--from", "x", "--output-dir", "file"], "is a file"),
-            (["finetune", "sst2", "--from", "x", "--output-dir", "file/run"], "is not a folder"),
-            (["finetune", "sst2", "--from", "x", "--output-dir", "/proc/nope"], "cannot write the run folder"),
-            (["finetune", "sst2", "--from", "x", "--output-dir", ""], "--output-dir is empty")):
+        (["finetune", "rte", "--output-dir", str(finetuned), "--resume"], "which fine-tunes sst2, not rte"),
+        (["predict", "nowhere", "a film"], "`finetune`"),
+        (["finetune", "sst2", "--from", "x", "--output-dir", "file"], "is a file"),
+        (["finetune", "sst2", "--from", "x", "--output-dir", "file/run"], "is not a folder"),
+        (["finetune", "sst2", "--from", "x", "--output-dir", "/proc/nope"], "cannot write the run folder"),
+        (["finetune", "sst2", "--from", "x", "--output-dir", ""], "--output-dir is empty"),
+    ):
         assert main(args) == 2, args
         assert message in one_line_error(capsys), args
     assert main(["finetune", "rte", "--output-dir", str(finetuned), "--resume"]) == 2
@@ -403,8 +483,12 @@ except KeyboardInterrupt:
 
 def test_claim_two_ctrl_c_during_one_slow_step_exit_at_once():
     "README: a second Ctrl-C exits at once, also when both come during one step that Python cannot interrupt."
-    process = subprocess.Popen([sys.executable, "-c", SLOW_STEP], env={**os.environ, "PYTHONPATH": str(ROOT)},
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_STEP],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert process.stdout.readline().strip() == "ready"
     time.sleep(0.2)
     process.send_signal(signal.SIGINT)
@@ -447,6 +531,11 @@ def test_every_claim_of_the_readme_names_a_test_that_exists():
     "The README's 'Runs that survive' backs each claim with a test by name: each name is a test of tests/."
     section = (ROOT / "README.md").read_text(encoding="utf-8").split("### Runs that survive")[1].split("\n## ")[0]
     named = set(re.findall(r"`(test_\w+)`", section))
-    defined = set(re.findall(r"^def (test_\w+)", "\n".join(p.read_text(encoding="utf-8")
-                                                           for p in (ROOT / "tests").glob("test_*.py")), re.M))
+    defined = set(
+        re.findall(
+            r"^def (test_\w+)",
+            "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "tests").glob("test_*.py")),
+            re.M,
+        )
+    )
     assert len(named) >= 15 and named <= defined, sorted(named - defined)

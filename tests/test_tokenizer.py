@@ -22,12 +22,30 @@ from bertlib.tokenizer import (
     wordpiece,
 )
 
-ADVERSARIAL = ["", " ", "\t\n", "Café résumé naïve", "ÅNGSTRÖM İstanbul ΟΔΟΣ ΣΑΣ", "北京欢迎你 and 東京 𠀀",
-               "こんにちは 안녕하세요", "emoji 🤗🦞👩‍👩‍👧 ok", "ctrl\x00\x07\x1f\x7f\u200b\ufeff\u00adchars",
-               "tabs\tand\nnewlines\r\n\u2028", "x" * 101, "a" * 100, "é" * 101, "[MASK] [CLS][SEP] [PAD]x[MASK]y",
-               "<unk> <UNK> [UNK] [unk] un<unk>k <unk><unk>", "$3.50 + 20% = <tag> @user #hash ~`^|",
-               "\ufffd\ufffd replacement", "x\u0301\u0302 combining \u0301", "ﬁnal ligature", "ＦＵＬＬ ｗｉｄｔｈ",
-               "\U0010ffff private \ue000", "state @-@ of @-@ the @-@ art 1 @,@ 000"]
+ADVERSARIAL = [
+    "",
+    " ",
+    "\t\n",
+    "Café résumé naïve",
+    "ÅNGSTRÖM İstanbul ΟΔΟΣ ΣΑΣ",
+    "北京欢迎你 and 東京 𠀀",
+    "こんにちは 안녕하세요",
+    "emoji 🤗🦞👩‍👩‍👧 ok",
+    "ctrl\x00\x07\x1f\x7f\u200b\ufeff\u00adchars",
+    "tabs\tand\nnewlines\r\n\u2028",
+    "x" * 101,
+    "a" * 100,
+    "é" * 101,
+    "[MASK] [CLS][SEP] [PAD]x[MASK]y",
+    "<unk> <UNK> [UNK] [unk] un<unk>k <unk><unk>",
+    "$3.50 + 20% = <tag> @user #hash ~`^|",
+    "\ufffd\ufffd replacement",
+    "x\u0301\u0302 combining \u0301",
+    "ﬁnal ligature",
+    "ＦＵＬＬ ｗｉｄｔｈ",
+    "\U0010ffff private \ue000",
+    "state @-@ of @-@ the @-@ art 1 @,@ 000",
+]
 
 
 @pytest.fixture(scope="session")
@@ -78,8 +96,10 @@ def test_decode_equals_fast_decoder(wikitext, fast_tokenizer, ours):
         assert ours.decode(ids) == fast_tokenizer.decode(ids)  # both keep [UNK], so a lost word shows
 
 
-_pieces = st.one_of(st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
-                    st.sampled_from(["[MASK]", "[CLS]", "<unk>", "[UNK]", " ", "@-@", "##", "x" * 101, "é"]))
+_pieces = st.one_of(
+    st.text(st.characters(exclude_categories=["Cs"]), max_size=12),
+    st.sampled_from(["[MASK]", "[CLS]", "<unk>", "[UNK]", " ", "@-@", "##", "x" * 101, "é"]),
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -188,9 +208,13 @@ def test_word_frequencies():
 
 def test_training_is_reproducible_across_processes():
     # the Rust trainer breaks ties in a per-process hash order; train_tokenizer must hide that
-    script = ("from bertlib.tokenizer import train_tokenizer; import sys; "
-              "texts = [f'word{i % 97} piece{i % 13}x{i % 7} lobster' for i in range(3000)]; "
-              "sys.stdout.write(train_tokenizer(texts, vocab_size=300).to_str())")
-    runs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
-            for _ in range(3)}
+    script = (
+        "from bertlib.tokenizer import train_tokenizer; import sys; "
+        "texts = [f'word{i % 97} piece{i % 13}x{i % 7} lobster' for i in range(3000)]; "
+        "sys.stdout.write(train_tokenizer(texts, vocab_size=300).to_str())"
+    )
+    runs = {
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+        for _ in range(3)
+    }
     assert len(runs) == 1 and '"[MASK]":4' in runs.pop()

@@ -1,6 +1,7 @@
 """Tests of the training loop (bertlib.trainer), the pre-training recipe (bertlib.objectives, bertlib.pretraining)
 and run folders (bertlib.runs, bertlib.checkpoints): learning, schedules, resuming, atomic checkpoints and DDP
 equality."""
+
 import os
 import socket
 
@@ -37,9 +38,15 @@ def small():
 
 def tiny_model(tokenizer, dropout: float = 0.1, seed: int = 0) -> BertForPreTraining:
     torch.manual_seed(seed)
-    return BertForPreTraining(BertConfig.from_preset(
-        "tiny", vocab_size=tokenizer.get_vocab_size(), max_position_embeddings=SEQ, hidden_dropout_prob=dropout,
-        attention_probs_dropout_prob=dropout))
+    return BertForPreTraining(
+        BertConfig.from_preset(
+            "tiny",
+            vocab_size=tokenizer.get_vocab_size(),
+            max_position_embeddings=SEQ,
+            hidden_dropout_prob=dropout,
+            attention_probs_dropout_prob=dropout,
+        )
+    )
 
 
 @pytest.mark.slow
@@ -77,9 +84,18 @@ def test_weight_decay_skips_vectors():
     assert len(decayed["params"]) + len(plain["params"]) == len(list(model.parameters()))
 
 
-@pytest.mark.parametrize("bad", [dict(max_steps=0), dict(max_steps=None), dict(max_steps=5, epochs=1.0),
-                                 dict(max_steps=5, batch_size=6, grad_accum=4), dict(max_steps=5, lr=-1.0),
-                                 dict(max_steps=5, schedule="step"), dict(max_steps=5, warmup_ratio=1.0)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(max_steps=0),
+        dict(max_steps=None),
+        dict(max_steps=5, epochs=1.0),
+        dict(max_steps=5, batch_size=6, grad_accum=4),
+        dict(max_steps=5, lr=-1.0),
+        dict(max_steps=5, schedule="step"),
+        dict(max_steps=5, warmup_ratio=1.0),
+    ],
+)
 def test_train_config_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="TrainConfig"):
         TrainConfig(**bad)
@@ -93,6 +109,7 @@ def crash_at(step: int):
     def callback(entry: dict) -> None:
         if entry["step"] == step and "loss" in entry:
             raise Crash
+
     return callback
 
 
@@ -102,8 +119,14 @@ def test_resume_retraces_an_uninterrupted_run(small, tmp_path):
 
     def run(folder, **kwargs):
         model = tiny_model(tokenizer)
-        train(model, PretrainingDataset(corpus, tokenizer, SEQ, seed=3), cfg, run_dir=folder, show_progress=False,
-              **kwargs)
+        train(
+            model,
+            PretrainingDataset(corpus, tokenizer, SEQ, seed=3),
+            cfg,
+            run_dir=folder,
+            show_progress=False,
+            **kwargs,
+        )
         return model
 
     straight = run(tmp_path / "straight")
@@ -123,8 +146,14 @@ def test_resume_without_a_checkpoint_starts_from_step_0(small, tmp_path):
     cfg = TrainConfig(max_steps=3, batch_size=8, max_seq_len=SEQ, log_every=1, device="cpu")
     fresh = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SEQ), cfg, show_progress=False)
     (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 99.0}\n')  # written before the stop
-    resumed = train(tiny_model(tokenizer), PretrainingDataset(corpus, tokenizer, SEQ), cfg, run_dir=tmp_path,
-                    resume=True, show_progress=False)
+    resumed = train(
+        tiny_model(tokenizer),
+        PretrainingDataset(corpus, tokenizer, SEQ),
+        cfg,
+        run_dir=tmp_path,
+        resume=True,
+        show_progress=False,
+    )
     assert [r["loss"] for r in resumed] == [r["loss"] for r in fresh]
     assert [r["loss"] for r in read_metrics(tmp_path / "metrics.jsonl")] == [r["loss"] for r in fresh]
 
@@ -184,13 +213,15 @@ STEPS_CFG = dict(max_steps=3, batch_size=8, max_seq_len=SEQ, lr=1e-3, warmup_rat
 
 def _ddp_worker(rank: int, world: int, port: int, tokenizer_json: str, documents, out: str) -> None:
     from tokenizers import Tokenizer
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         tokenizer = Tokenizer.from_str(tokenizer_json)
         model = tiny_model(tokenizer, dropout=0.0)
-        train(model, PretrainingDataset(documents, tokenizer, SEQ, seed=1), TrainConfig(**STEPS_CFG),
-              show_progress=False)
+        train(
+            model, PretrainingDataset(documents, tokenizer, SEQ, seed=1), TrainConfig(**STEPS_CFG), show_progress=False
+        )
         if rank == 0:
             torch.save(model.state_dict(), out)
     finally:
@@ -202,16 +233,21 @@ def test_two_processes_or_accumulation_equal_one_big_batch(small, tmp_path, mode
     tokenizer, corpus = small
     documents = corpus.documents()
     reference = tiny_model(tokenizer, dropout=0.0)
-    train(reference, PretrainingDataset(documents, tokenizer, SEQ, seed=1), TrainConfig(**STEPS_CFG),
-          show_progress=False)
+    train(
+        reference, PretrainingDataset(documents, tokenizer, SEQ, seed=1), TrainConfig(**STEPS_CFG), show_progress=False
+    )
     if mode == "ddp":
         out = tmp_path / "rank0.pt"
         mp.spawn(_ddp_worker, args=(2, _free_port(), tokenizer.to_str(), documents, str(out)), nprocs=2)
         state = torch.load(out)
     else:
         model = tiny_model(tokenizer, dropout=0.0)
-        train(model, PretrainingDataset(documents, tokenizer, SEQ, seed=1), TrainConfig(**STEPS_CFG, grad_accum=2),
-              show_progress=False)
+        train(
+            model,
+            PretrainingDataset(documents, tokenizer, SEQ, seed=1),
+            TrainConfig(**STEPS_CFG, grad_accum=2),
+            show_progress=False,
+        )
         state = model.state_dict()
     initial = tiny_model(tokenizer, dropout=0.0).state_dict()
     moved = max((reference.state_dict()[k] - initial[k]).abs().max().item() for k in initial)

@@ -2,6 +2,7 @@
 and export (as bertlib's own class, loaded with `trust_remote_code=True`, where `transformers` has none); and rotary
 positions score sequences longer than it was trained on with nothing untrained, where a position table has rows
 that never learned."""
+
 import json
 
 import pytest
@@ -17,27 +18,68 @@ VARIANTS = {  # switches on top of the tiny preset; the HF class its pre-trainin
     "pre-ln": (["--norm-style", "pre"], "BertlibForMaskedLM"),
     "roberta": (["--objective", "mlm", "--mlm-probability", "0.3"], "BertForMaskedLM"),
     "albert": (["--embedding-size", "32", "--share-layers", "--pairing", "sop"], "AlbertForMaskedLM"),
-    "modern": (["--position-embedding-type", "rope", "--norm-style", "pre", "--objective", "mlm"],
-               "BertlibForMaskedLM"),
+    "modern": (
+        ["--position-embedding-type", "rope", "--norm-style", "pre", "--objective", "mlm"],
+        "BertlibForMaskedLM",
+    ),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_a_variant_runs_through_the_command_line(variant, tmp_path, tokenizer_file, task_data, capsys,
-                                                 monkeypatch, remote_code):
+def test_a_variant_runs_through_the_command_line(
+    variant, tmp_path, tokenizer_file, task_data, capsys, monkeypatch, remote_code
+):
     monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
     switches, hf_class = VARIANTS[variant]
     run = tmp_path / variant
-    options = ["--preset", "tiny", *switches, "--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "2",
-               "--eval-every", "2", "--save-every", "2", "--tokenizer", str(tokenizer_file), "--output-dir", str(run)]
+    options = [
+        "--preset",
+        "tiny",
+        *switches,
+        "--batch-size",
+        "8",
+        "--max-seq-len",
+        "64",
+        "--eval-batches",
+        "2",
+        "--eval-every",
+        "2",
+        "--save-every",
+        "2",
+        "--tokenizer",
+        str(tokenizer_file),
+        "--output-dir",
+        str(run),
+    ]
     assert main(["pretrain", *options, "--max-steps", "2"]) == 0
     assert main(["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "4"]) == 0
     assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()][-1] == 4
     assert main(["evaluate", str(run), "--json"]) == 0
     assert "mlm_perplexity" in json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert main(["finetune", "rte", "--from", str(run), "--output-dir", str(tmp_path / "rte"), "--max-steps", "1",
-                 "--train-examples", "8", "--eval-examples", "8", "--batch-size", "8", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "finetune",
+                "rte",
+                "--from",
+                str(run),
+                "--output-dir",
+                str(tmp_path / "rte"),
+                "--max-steps",
+                "1",
+                "--train-examples",
+                "8",
+                "--eval-examples",
+                "8",
+                "--batch-size",
+                "8",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert main(["export-hf", str(run), str(tmp_path / "hf")]) == 0
     own = hf_class.startswith("Bertlib")  # bertlib's own class: its code is in the folder
     hf_model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "hf", trust_remote_code=own)

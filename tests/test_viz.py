@@ -48,8 +48,9 @@ def model(tokenizer):
 def reference_attentions(model, tokenizer, text_a, text_b=None):
     encoding = tokenizer.encode(text_a) if text_b is None else tokenizer.encode(text_a, text_b)
     with torch.no_grad():
-        out = model(torch.tensor([encoding.ids]), token_type_ids=torch.tensor([encoding.type_ids]),
-                    output_attentions=True)
+        out = model(
+            torch.tensor([encoding.ids]), token_type_ids=torch.tensor([encoding.type_ids]), output_attentions=True
+        )
     return out.attentions
 
 
@@ -115,11 +116,14 @@ def test_pair_input_marks_the_segment_boundary(model, tokenizer):
     assert segment_starts(single.tokens) == []
     assert not plot_attention(single.attentions[0, 0], single.tokens).axes[0].lines
     # the head view leaves half a row between the segments
-    ys = [float(part.split('y="')[1].split('"')[0]) for part in head_view_svg(matrix, maps.tokens).split("<text ")
-          if 'class="token q' in part]
+    ys = [
+        float(part.split('y="')[1].split('"')[0])
+        for part in head_view_svg(matrix, maps.tokens).split("<text ")
+        if 'class="token q' in part
+    ]
     steps = np.diff(ys)
     assert steps[start - 1] == pytest.approx(1.5 * steps[0]) and np.allclose(np.delete(steps, start - 1), steps[0])
-    assert set(maps.word_ids[1:start - 1]).isdisjoint(maps.word_ids[start:-1])  # words are counted across segments
+    assert set(maps.word_ids[1 : start - 1]).isdisjoint(maps.word_ids[start:-1])  # words are counted across segments
 
 
 def test_the_longest_inputs_render_in_every_view(model, tokenizer):
@@ -133,8 +137,10 @@ def test_the_longest_inputs_render_in_every_view(model, tokenizer):
 
 
 def test_viz_imports_without_ipywidgets_and_the_widget_says_what_is_missing():
-    script = ("import sys; sys.modules['ipywidgets'] = None; import bertlib.viz\n"
-              "try:\n    import bertlib.widget\nexcept ImportError as err:\n    print(err)")
+    script = (
+        "import sys; sys.modules['ipywidgets'] = None; import bertlib.viz\n"
+        "try:\n    import bertlib.widget\nexcept ImportError as err:\n    print(err)"
+    )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert "pip install 'bertlib[notebooks]'" in out
 
@@ -205,8 +211,9 @@ def test_head_scores_and_entropy_on_hand_made_heads(model, tokenizer):
     previous[0] = torch.eye(n)[0]
     to_cls = torch.zeros(n, n)
     to_cls[:, 0] = 1
-    handmade = AttentionMaps(torch.stack([previous, to_cls, torch.full((n, n), 1 / n)])[None], maps.tokens,
-                             maps.type_ids, maps.word_ids)
+    handmade = AttentionMaps(
+        torch.stack([previous, to_cls, torch.full((n, n), 1 / n)])[None], maps.tokens, maps.type_ids, maps.word_ids
+    )
     scores, entropy = head_scores(handmade), head_entropy(handmade)
     # of the n - 1 tokens with a previous one, only token 1 has [CLS] there
     assert scores["previous token"][0].tolist() == pytest.approx([1, 1 / (n - 1), 1 / n])

@@ -42,8 +42,11 @@ class Embeddings(nn.Module):
         super().__init__()
         width = config.embedding_size or config.hidden_size
         self.word_embeddings = nn.Embedding(config.vocab_size, width, padding_idx=config.pad_token_id)
-        self.position_embeddings = (nn.Embedding(config.max_position_embeddings, width)
-                                    if config.position_embedding_type == "absolute" else None)
+        self.position_embeddings = (
+            nn.Embedding(config.max_position_embeddings, width)
+            if config.position_embedding_type == "absolute"
+            else None
+        )
         self.token_type_embeddings = nn.Embedding(config.type_vocab_size, width)
         self.layer_norm = nn.LayerNorm(width, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
@@ -72,12 +75,14 @@ class SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         batch, seq, hidden = x.shape
-        query, key, value = (proj(x).view(batch, seq, self.num_heads, -1).transpose(1, 2)
-                             for proj in (self.query, self.key, self.value))
+        query, key, value = (
+            proj(x).view(batch, seq, self.num_heads, -1).transpose(1, 2) for proj in (self.query, self.key, self.value)
+        )
         if self.rope_theta is not None:
             query, key = rotate(query, self.rope_theta), rotate(key, self.rope_theta)
-        context = F.scaled_dot_product_attention(query, key, value, attn_mask=bias,
-                                                 dropout_p=self.dropout_p if self.training else 0.0)
+        context = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0
+        )
         return self.output(context.transpose(1, 2).reshape(batch, seq, hidden))
 
 
@@ -121,8 +126,9 @@ class Encoder(nn.Module):
         super().__init__()
         self.depth = config.num_hidden_layers
         self.layers = nn.ModuleList(Layer(config) for _ in range(1 if config.share_layers else self.depth))
-        self.final_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-                           if config.norm_style == "pre" else None)
+        self.final_norm = (
+            nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.norm_style == "pre" else None
+        )
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         for i in range(self.depth):
@@ -184,8 +190,12 @@ class BertlibModel(BertlibPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.embeddings.word_embeddings = value
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None) -> BaseModelOutputWithPooling:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+    ) -> BaseModelOutputWithPooling:
         """Encode `input_ids` [batch, seq]; `attention_mask` marks tokens (1) and padding (0), `token_type_ids` the
         segments (default: all 0)."""
         if token_type_ids is None:
@@ -194,11 +204,13 @@ class BertlibModel(BertlibPreTrainedModel):
         bias = None  # added to the attention scores: the most negative number at the padding keys
         if attention_mask is not None:
             padding = (attention_mask == 0)[:, None, None, :]
-            bias = torch.zeros(padding.shape, dtype=x.dtype, device=x.device).masked_fill(padding,
-                                                                                         torch.finfo(x.dtype).min)
+            bias = torch.zeros(padding.shape, dtype=x.dtype, device=x.device).masked_fill(
+                padding, torch.finfo(x.dtype).min
+            )
         x = self.encoder(x, bias)
-        return BaseModelOutputWithPooling(last_hidden_state=x, pooler_output=None if self.pooler is None
-                                          else self.pooler(x))
+        return BaseModelOutputWithPooling(
+            last_hidden_state=x, pooler_output=None if self.pooler is None else self.pooler(x)
+        )
 
 
 class BertlibForMaskedLM(BertlibPreTrainedModel):
@@ -210,8 +222,13 @@ class BertlibForMaskedLM(BertlibPreTrainedModel):
         self.mlm_head = MaskedLMHead(config)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None) -> MaskedLMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> MaskedLMOutput:
         hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
         logits = self.mlm_head(hidden, self.bert.embeddings.word_embeddings.weight)
         loss = None if labels is None else F.cross_entropy(logits.flatten(0, 1), labels.flatten())
@@ -228,9 +245,13 @@ class BertlibForSequenceClassification(BertlibPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None) -> SequenceClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> SequenceClassifierOutput:
         pooled = self.bert(input_ids, attention_mask, token_type_ids).pooler_output
         logits = self.classifier(self.dropout(pooled))
         loss = None if labels is None else F.cross_entropy(logits, labels.view(-1))
@@ -247,9 +268,13 @@ class BertlibForTokenClassification(BertlibPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None,
-                labels: torch.Tensor | None = None) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+    ) -> TokenClassifierOutput:
         logits = self.classifier(self.dropout(self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state))
         loss = None if labels is None else F.cross_entropy(logits.flatten(0, 1), labels.flatten())
         return TokenClassifierOutput(loss=loss, logits=logits)
@@ -264,14 +289,21 @@ class BertlibForQuestionAnswering(BertlibPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         self.post_init()
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                token_type_ids: torch.Tensor | None = None, start_positions: torch.Tensor | None = None,
-                end_positions: torch.Tensor | None = None) -> QuestionAnsweringModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+    ) -> QuestionAnsweringModelOutput:
         hidden = self.bert(input_ids, attention_mask, token_type_ids).last_hidden_state
         start_logits, end_logits = self.qa_outputs(hidden).unbind(-1)
         loss = None
         if start_positions is not None and end_positions is not None:
             outside = start_logits.shape[1]  # answers cut off by truncation point past the end: ignored
-            loss = (F.cross_entropy(start_logits, start_positions.view(-1).clamp(0, outside), ignore_index=outside)
-                    + F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, outside), ignore_index=outside)) / 2
+            loss = (
+                F.cross_entropy(start_logits, start_positions.view(-1).clamp(0, outside), ignore_index=outside)
+                + F.cross_entropy(end_logits, end_positions.view(-1).clamp(0, outside), ignore_index=outside)
+            ) / 2
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits)

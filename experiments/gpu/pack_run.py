@@ -3,6 +3,7 @@ loss, its weights cast to float16: small enough to bring back from a GPU machine
 
     python experiments/gpu/pack_run.py runs/gpu/mini-e40 packed/mini-e40
 """
+
 import argparse
 import json
 import shutil
@@ -38,11 +39,14 @@ def main() -> None:
     target = out / "checkpoints" / best.name
     target.mkdir(parents=True)
     weights = load_file(best / "model.safetensors")
-    save_file({k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
-              target / "model.safetensors")
+    save_file(
+        {k: v.to(torch.float16) if v.is_floating_point() else v for k, v in weights.items()},
+        target / "model.safetensors",
+    )
     write_checksums(target)
-    (out / "best.json").write_text(json.dumps({"checkpoint": best.name,
-                                               "all_checkpoints": [c.name for c in checkpoints(run)]}) + "\n")
+    (out / "best.json").write_text(
+        json.dumps({"checkpoint": best.name, "all_checkpoints": [c.name for c in checkpoints(run)]}) + "\n"
+    )
     print(f"packed {run} -> {out} (best {best.name})")
 
 

@@ -3,6 +3,7 @@ jupyter command: the GPU machines of the course's full-mode runs.
 
     python experiments/gpu/run_notebook.py notebooks/07_pretraining.ipynb --timeout 540
 """
+
 import argparse
 import signal
 import time
@@ -21,8 +22,9 @@ def main() -> None:
     path = Path(args.notebook)
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=args.timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     try:
         client.execute()
     finally:  # keep what ran, also when a cell failed
