@@ -37,12 +37,15 @@ from .viz import plot_metrics, save_figure
 ADAM_BETAS, ADAM_EPS = (0.9, 0.999), 1e-6  # BERT's values
 
 
-def configure_optimizer(model: nn.Module, lr: float, weight_decay: float = 0.01,
-                        device: torch.device | None = None) -> torch.optim.AdamW:
+def configure_optimizer(
+    model: nn.Module, lr: float, weight_decay: float = 0.01, device: torch.device | None = None
+) -> torch.optim.AdamW:
     "AdamW with weight decay on matrices only (not on biases and LayerNorm gains); fused on CUDA."
     params = [p for p in model.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
-              {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}]
+    groups = [
+        {"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+    ]
     fused = device is not None and torch.device(device).type == "cuda"
     return torch.optim.AdamW(groups, lr=lr, betas=ADAM_BETAS, eps=ADAM_EPS, fused=fused)
 
@@ -58,12 +61,14 @@ def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "l
     return 1.0 - progress if schedule == "linear" else 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def lr_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int,
-                schedule: str = "linear") -> torch.optim.lr_scheduler.LambdaLR:
+def lr_schedule(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int, schedule: str = "linear"
+) -> torch.optim.lr_scheduler.LambdaLR:
     "A scheduler that multiplies the optimiser's learning rate by `lr_factor` at each step."
     check_choice("schedule", schedule, SCHEDULES)
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, warmup_steps, total_steps, schedule))
+        optimizer, lambda step: lr_factor(step, warmup_steps, total_steps, schedule)
+    )
 
 # %% ../notebooks/07_pretraining.ipynb #c012
 class Objective(Protocol):
@@ -79,8 +84,9 @@ class Objective(Protocol):
     def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]: ...
 
 
-def step_loss(losses: Sequence[torch.Tensor], counts: Sequence[int], totals: Sequence[float] | torch.Tensor,
-              world_size: int = 1) -> torch.Tensor:
+def step_loss(
+    losses: Sequence[torch.Tensor], counts: Sequence[int], totals: Sequence[float] | torch.Tensor, world_size: int = 1
+) -> torch.Tensor:
     """What one micro-batch adds to its step's loss: each part's mean weighted by the micro-batch's share of
     the step's items of that part. `totals` are summed over the step's micro-batches and processes (a
     device tensor after the `all_reduce` with several processes); each must be at least 1."""
@@ -175,15 +181,25 @@ class Loop:
             self.on_log(entry)
 
 # %% ../notebooks/07_pretraining.ipynb #dccf045c
-def start(model: nn.Module, phases: Sequence[Phase], objective: Objective, cfg: TrainConfig, *, run_dir: str |
-          os.PathLike | None = None, resume: bool = False, on_log: Callable[[dict], None] | None = None) -> Loop:
+def start(
+    model: nn.Module,
+    phases: Sequence[Phase],
+    objective: Objective,
+    cfg: TrainConfig,
+    *,
+    run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    on_log: Callable[[dict], None] | None = None,
+) -> Loop:
     """Set up the loop: the model on its device (wrapped in DDP under `torchrun`, compiled if asked), AdamW, one
     loader per phase, the schedule over all the steps, and, with `resume`, the state of the run's newest checkpoint."""
     device = resolve_device(cfg.device)
     world_size, rank = world()
     if cfg.batch_size % (world_size * cfg.grad_accum):
-        raise ValueError(f"batch_size={cfg.batch_size} must be a multiple of processes x grad_accum = "
-                         f"{world_size} x {cfg.grad_accum}")
+        raise ValueError(
+            f"batch_size={cfg.batch_size} must be a multiple of processes x grad_accum = "
+            f"{world_size} x {cfg.grad_accum}"
+        )
     if resume and run_dir is None:
         raise RunError("resume=True needs the run folder to resume (run_dir)")
     micro = cfg.batch_size // (world_size * cfg.grad_accum)
@@ -192,15 +208,40 @@ def start(model: nn.Module, phases: Sequence[Phase], objective: Objective, cfg: 
     workers = cfg.num_workers if cfg.num_workers is not None else 0 if device.type == "cpu" else min(4, os.cpu_count())
     # grouped by length in whole steps (micro x grad_accum per process), so that the union of a step's
     # micro-batches over processes is the same set of sequences however the step is split
-    loaders = [make_loader(p.dataset, micro, objective.collate, p.dataset.lengths, seed=cfg.seed,
-                           num_replicas=world_size, rank=rank, num_workers=workers, pin_memory=device.type == "cuda",
-                           batches_per_group=cfg.grad_accum) for p in phases]
+    loaders = [
+        make_loader(
+            p.dataset,
+            micro,
+            objective.collate,
+            p.dataset.lengths,
+            seed=cfg.seed,
+            num_replicas=world_size,
+            rank=rank,
+            num_workers=workers,
+            pin_memory=device.type == "cuda",
+            batches_per_group=cfg.grad_accum,
+        )
+        for p in phases
+    ]
     steps = cfg.total_steps(len(loaders[0]))
     ddp = DistributedDataParallel(model) if world_size > 1 else None
-    loop = Loop(model, torch.compile(ddp or model) if cfg.compile else (ddp or model), ddp, objective, cfg, device,
-                optimizer, lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule), loaders,
-                phase_ends([p.share for p in phases], steps), steps, None if run_dir is None else Path(run_dir),
-                on_log, world_size, rank)
+    loop = Loop(
+        model,
+        torch.compile(ddp or model) if cfg.compile else (ddp or model),
+        ddp,
+        objective,
+        cfg,
+        device,
+        optimizer,
+        lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule),
+        loaders,
+        phase_ends([p.share for p in phases], steps),
+        steps,
+        None if run_dir is None else Path(run_dir),
+        on_log,
+        world_size,
+        rank,
+    )
     loop.loss_sums = torch.zeros(len(objective.parts), dtype=torch.float64, device=device)
     loop.window = [0] * (len(objective.parts) + 1)  # items of each part, then tokens
     if resume and checkpoints(loop.run_dir):
@@ -208,7 +249,9 @@ def start(model: nn.Module, phases: Sequence[Phase], objective: Objective, cfg: 
     loop.window_start = loop.seconds_before
     if loop.writer:
         loop.run_dir.mkdir(parents=True, exist_ok=True)
-        write_metrics(loop.run_dir / "metrics.jsonl", loop.records)  # a resumed run drops what came after its checkpoint
+        write_metrics(
+            loop.run_dir / "metrics.jsonl", loop.records
+        )  # a resumed run drops what came after its checkpoint
         loop.metrics_file = open(loop.run_dir / "metrics.jsonl", "a", encoding="utf-8")
     loop.stream = micro_batches(loaders[loop.phase], loop.position)
     return loop
@@ -220,13 +263,22 @@ def _resume(loop: Loop, checkpoint: Path) -> None:
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.scheduler.load_state_dict(state["scheduler"])
     loop.step, loop.position = state["step"], DataPosition(**state["data_position"])
-    loop.phase, loop.tokens, loop.seconds_before = state.get("phase", 0), state.get("tokens", 0), state.get("seconds", 0.0)
+    loop.phase, loop.tokens, loop.seconds_before = (
+        state.get("phase", 0),
+        state.get("tokens", 0),
+        state.get("seconds", 0.0),
+    )
     loop.loss_sums.copy_(state.get("loss_sums", loop.loss_sums))  # the logging window the checkpoint was taken in
     loop.window = list(state.get("window", loop.window))
     loop.records = [r for r in read_metrics(loop.run_dir / "metrics.jsonl") if r["step"] <= loop.step]
     if state.get("total_steps", loop.steps) != loop.steps:  # the run was made longer (or shorter): say what that does
-        loop.records.append({"step": loop.step, "event": f"the schedule now spans {loop.steps} steps instead of "
-                                                         f"{state['total_steps']}; the learning rate follows the new one"})
+        loop.records.append(
+            {
+                "step": loop.step,
+                "event": f"the schedule now spans {loop.steps} steps instead of "
+                f"{state['total_steps']}; the learning rate follows the new one",
+            }
+        )
 
 # %% ../notebooks/07_pretraining.ipynb #d9295e7e
 def _step_totals(counts: list[tuple[int, ...]], world_size: int, device: torch.device) -> list[int] | torch.Tensor:
@@ -273,8 +325,10 @@ def train_step(loop: Loop) -> float | None:
     norm = float(grad_norm) if device.type == "cpu" or cfg.on_nan == "skip" else None
     if norm is not None and not math.isfinite(norm):
         if cfg.on_nan == "stop":
-            raise NonFiniteLoss(f"the loss or gradient is not finite at step {loop.step} (gradient norm {norm}); "
-                                f"stopped without saving it. Lower the learning rate, or pass --on-nan skip")
+            raise NonFiniteLoss(
+                f"the loss or gradient is not finite at step {loop.step} (gradient norm {norm}); "
+                f"stopped without saving it. Lower the learning rate, or pass --on-nan skip"
+            )
         loop.optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a gradient as they are
         loop.optimizer.step()
         loop.scheduler.step()
@@ -286,8 +340,7 @@ def train_step(loop: Loop) -> float | None:
     loop.loss_sums += step_sums
     step_tokens = sum(int(b["attention_mask"].sum()) for b in group)
     loop.tokens += step_tokens * loop.world_size
-    loop.window = [w + n for w, n in zip(loop.window, (*map(sum, zip(*counts, strict=True)), step_tokens),
-                                         strict=True)]
+    loop.window = [w + n for w, n in zip(loop.window, (*map(sum, zip(*counts, strict=True)), step_tokens), strict=True)]
     return norm
 
 # %% ../notebooks/07_pretraining.ipynb #eeb0103e
@@ -302,14 +355,25 @@ def log_window(loop: Loop, stop: bool) -> bool:
     stop = sums.pop() > 0
     means = [total / max(n, 1) for total, n in zip(sums[:parts], sums[parts:-1], strict=True)]
     if not all(map(math.isfinite, means)):
-        raise NonFiniteLoss(f"the loss is not finite at step {loop.step} ({means}); stopped without saving it. "
-                            f"Lower the learning rate, or pass --on-nan skip")
+        raise NonFiniteLoss(
+            f"the loss is not finite at step {loop.step} ({means}); stopped without saving it. "
+            f"Lower the learning rate, or pass --on-nan skip"
+        )
     seconds = loop.train_seconds
     if sums[-1]:  # a window whose every step was skipped has no loss to log
-        loop.record({"step": loop.step, "epoch": loop.position.epoch, "loss": sum(means),
-                     **dict(zip(loop.objective.parts, means, strict=True)), "lr": loop.scheduler.get_last_lr()[0],
-                     "grad_norm": float(loop.grad_norm), "tokens_per_s": sums[-1] / (seconds - loop.window_start),
-                     "tokens": loop.tokens, "train_seconds": seconds})
+        loop.record(
+            {
+                "step": loop.step,
+                "epoch": loop.position.epoch,
+                "loss": sum(means),
+                **dict(zip(loop.objective.parts, means, strict=True)),
+                "lr": loop.scheduler.get_last_lr()[0],
+                "grad_norm": float(loop.grad_norm),
+                "tokens_per_s": sums[-1] / (seconds - loop.window_start),
+                "tokens": loop.tokens,
+                "train_seconds": seconds,
+            }
+        )
     loop.loss_sums.zero_()
     loop.window = [0] * (parts + 1)
     loop.window_start = seconds
@@ -320,13 +384,24 @@ def save(loop: Loop) -> None:
     """Write a checkpoint of the step (rank 0) and redraw the loss curve; check the weights first, so that bad
     weights are never saved, nor a good checkpoint rotated away for them (one read-back per checkpoint)."""
     if loop.writer and not all(bool(torch.isfinite(p).all()) for p in loop.model.parameters()):
-        raise NonFiniteLoss(f"the weights are not finite at step {loop.step}; no checkpoint written. Lower the "
-                            f"learning rate, or pass --on-nan skip")
+        raise NonFiniteLoss(
+            f"the weights are not finite at step {loop.step}; no checkpoint written. Lower the "
+            f"learning rate, or pass --on-nan skip"
+        )
     if loop.writer:
-        state = {"step": loop.step, "total_steps": loop.steps, "epoch_batches": len(loop.loaders[0]),
-                 "phase": loop.phase, "data_position": asdict(loop.position), "tokens": loop.tokens,
-                 "seconds": loop.train_seconds, "optimizer": loop.optimizer.state_dict(),
-                 "scheduler": loop.scheduler.state_dict(), "loss_sums": loop.loss_sums.cpu(), "window": loop.window}
+        state = {
+            "step": loop.step,
+            "total_steps": loop.steps,
+            "epoch_batches": len(loop.loaders[0]),
+            "phase": loop.phase,
+            "data_position": asdict(loop.position),
+            "tokens": loop.tokens,
+            "seconds": loop.train_seconds,
+            "optimizer": loop.optimizer.state_dict(),
+            "scheduler": loop.scheduler.state_dict(),
+            "loss_sums": loop.loss_sums.cpu(),
+            "window": loop.window,
+        }
         save_checkpoint(loop.run_dir, loop.model, state, loop.step, loop.cfg.keep_checkpoints)
         save_figure(plot_metrics(loop.records, loop.run_dir.name), loop.run_dir / "loss_curve.png")
     if loop.world_size > 1:
@@ -346,10 +421,19 @@ def paused(loop: Loop) -> Iterator[None]:
 Hook = Callable[[Loop], bool | None]  # called after every step; True stops training there (with a checkpoint)
 
 
-def fit(model: nn.Module, data: Dataset | Sequence[Phase], objective: Objective, cfg: TrainConfig, *,
-        evaluate: Callable[[nn.Module], dict[str, float]] | None = None, run_dir: str | os.PathLike | None = None,
-        resume: bool = False, on_log: Callable[[dict], None] | None = None, hooks: Sequence[Hook] = (),
-        show_progress: bool = True) -> list[dict]:
+def fit(
+    model: nn.Module,
+    data: Dataset | Sequence[Phase],
+    objective: Objective,
+    cfg: TrainConfig,
+    *,
+    evaluate: Callable[[nn.Module], dict[str, float]] | None = None,
+    run_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    on_log: Callable[[dict], None] | None = None,
+    hooks: Sequence[Hook] = (),
+    show_progress: bool = True,
+) -> list[dict]:
     """Train `model` on `data` (a dataset whose `lengths()` gives each item's length, or `Phase`s of datasets) with
     `objective`, as `cfg` says, and return the metric records.
 
@@ -361,8 +445,13 @@ def fit(model: nn.Module, data: Dataset | Sequence[Phase], objective: Objective,
     `cfg.on_nan="skip"`, skips the step)."""
     phases = [Phase(data)] if isinstance(data, Dataset) else list(data)
     loop = start(model, phases, objective, cfg, run_dir=run_dir, resume=resume, on_log=on_log)
-    progress = tqdm(total=loop.steps, initial=loop.step, unit="step", disable=not show_progress or loop.rank != 0,
-                    dynamic_ncols=True)
+    progress = tqdm(
+        total=loop.steps,
+        initial=loop.step,
+        unit="step",
+        disable=not show_progress or loop.rank != 0,
+        dynamic_ncols=True,
+    )
     # on a CPU, the tiny gradients of a well-trained softmax would fall into the range of denormal numbers,
     # which CPUs compute many times slower; the setting is process-wide, so PyTorch's default comes back after
     flush = loop.device.type == "cpu" and torch.set_flush_denormal(True)
@@ -375,15 +464,27 @@ def fit(model: nn.Module, data: Dataset | Sequence[Phase], objective: Objective,
                 stop = bool(received)
                 if loop.step % cfg.log_every == 0 or loop.step == loop.steps:
                     stop = log_window(loop, stop)
-                    progress.set_postfix(loss=f"{loop.records[-1].get('loss', math.nan):.3f}",
-                                         tok_s=f"{loop.records[-1].get('tokens_per_s', 0):,.0f}")
+                    progress.set_postfix(
+                        loss=f"{loop.records[-1].get('loss', math.nan):.3f}",
+                        tok_s=f"{loop.records[-1].get('tokens_per_s', 0):,.0f}",
+                    )
                 elif loop.world_size > 1:
                     stop = False  # processes agree to stop at a logging step only
                 with paused(loop):
-                    if evaluate is not None and (cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps) \
-                            and loop.rank == 0:
-                        loop.record({"step": loop.step, "split": "validation", "tokens": loop.tokens,
-                                     "train_seconds": loop.train_seconds, **evaluate(model)})
+                    if (
+                        evaluate is not None
+                        and (cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps)
+                        and loop.rank == 0
+                    ):
+                        loop.record(
+                            {
+                                "step": loop.step,
+                                "split": "validation",
+                                "tokens": loop.tokens,
+                                "train_seconds": loop.train_seconds,
+                                **evaluate(model),
+                            }
+                        )
                     done = any([bool(hook(loop)) for hook in hooks])
                     if cfg.save_every and loop.step % cfg.save_every == 0 or loop.step == loop.steps or stop or done:
                         save(loop)
