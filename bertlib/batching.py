@@ -1,5 +1,6 @@
 """Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part
-of the way in, the one `DataLoader` factory, and how much padding a batching wastes.
+of the way in, the one `DataLoader` factory, the phases of a run (a dataset for a share of the steps), and how
+much padding a batching wastes.
 
 Written by hand (pre-training and fine-tuning both use it); notebook 06 presents it.
 """
@@ -12,10 +13,13 @@ __all__ = [
     "make_loader",
     "DataPosition",
     "micro_batches",
+    "Phase",
+    "phase_ends",
     "padding_waste",
 ]
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -186,3 +190,18 @@ def padding_waste(
         real += sum(batch)
         padded += len(batch) * padded_length(max(batch), pad_to_multiple_of)
     return 1 - real / padded if padded else 0.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of training on one dataset for a `share` of the steps. BERT trained 90% of its steps on 128 tokens
+    and the last 10% on 512, so that every position learns at a fraction of the cost (Devlin et al. 2019)."""
+
+    dataset: Dataset
+    share: float = 1.0
+
+
+def phase_ends(shares: Sequence[float], steps: int) -> list[int]:
+    "The step at which each phase ends: the cumulative shares of `steps`, rounded (the last one is `steps`)."
+    cumulative = list(itertools.accumulate(shares))
+    return [round(steps * share / cumulative[-1]) for share in cumulative]

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command. Errors a user can cause are one line on stderr and exit code 2; an interrupted run
     saves a checkpoint and exits with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
     args = build_parser().parse_args(argv)
-    from .trainer import TrainingInterrupted  # after parsing: `--help` needs no torch
+    from .processes import TrainingInterrupted  # after parsing: `--help` needs no torch
 
     try:
         args.func(args)

@@ -39,13 +39,13 @@ from .lifecycle import open_run
 from .model import IGNORE_INDEX
 from .model_factory import build_model, load_model
 from .pretraining_data import PaddingCollator
-from .runs import RunError, check_vocabulary, is_run_folder, read_metrics, trained_length
+from .runs import NonFiniteLoss, RunError, check_vocabulary, is_run_folder, read_metrics, trained_length
 from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
 from .tokenizer import pre_tokenize
 from .train_config import FinetuneConfig, default_seq_len
-from .trainer import NonFiniteLoss, fit
+from .trainer import fit
 
 SELECTION_METRIC = {"sst2": "accuracy", "rte": "accuracy", "conll2003": "f1", "squad": "f1"}  # picks the best epoch
 

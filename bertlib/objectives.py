@@ -25,6 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
+from .batching import Phase
 from .electra import ElectraForPreTraining
 from .electra_evaluate import rtd_metrics
 from .evaluate import validation_metrics
@@ -33,7 +34,7 @@ from .packed_data import PackedDataset
 from .pretraining_data import PaddingCollator, PretrainingDataset
 from .tokenizer import PAD_ID
 from .train_config import TrainConfig
-from .trainer import Hook, Phase, fit
+from .trainer import Hook, fit
 
 
 @dataclass(frozen=True)

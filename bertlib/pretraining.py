@@ -16,6 +16,7 @@ import torch
 from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
+from .batching import Phase
 from .config import BertConfig
 from .corpus import wikitext_corpus
 from .devices import resolve_device
@@ -28,7 +29,7 @@ from .runs import check_vocabulary
 from .time_budget import same_on_every_process, steps_for_budget
 from .tokenizer import train_wikitext_tokenizer
 from .train_config import PretrainConfig, PretrainDataConfig
-from .trainer import Hook, Loop, Phase
+from .trainer import Hook, Loop
 
 
 def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:

@@ -1,10 +1,11 @@
 """The training process and its peers: the process group that `torchrun` describes (this process's rank among how
-many), and Ctrl-C or SIGTERM turned into a request that the training loop honours between steps.
+many), Ctrl-C or SIGTERM turned into a request that the training loop honours between steps, and the error it raises
+once it has (`TrainingInterrupted`).
 
 Written by hand: plumbing that notebook 07's loop uses; the notebook explains what it is for.
 """
 
-__all__ = ["world", "init_distributed", "stop_signals"]
+__all__ = ["world", "init_distributed", "stop_signals", "TrainingInterrupted"]
 
 import os
 import signal
@@ -80,3 +81,12 @@ def stop_signals() -> Iterator[list[int]]:
         signal.set_wakeup_fd(wakeup)
         os.close(reader)
         os.close(writer)
+
+
+class TrainingInterrupted(Exception):
+    "Raised by `fit` after Ctrl-C (SIGINT) or SIGTERM, once the checkpoint of the current step is written."
+
+    def __init__(self, signum: int, step: int, saved: bool):
+        self.signum, self.step, self.saved = signum, step, saved
+        where = "checkpoint saved; continue with --resume" if saved else "no run folder, nothing saved"
+        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}: {where}")

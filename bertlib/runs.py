@@ -1,5 +1,6 @@
 """Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a
-crash never leaves a broken file, and read back with clear errors. The checkpoints inside are `bertlib.checkpoints`'.
+crash never leaves a broken file, and read back with clear errors (`RunError`; `NonFiniteLoss` when a run meets a
+loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.checkpoints`'.
 
     runs/<name>/
       config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
@@ -18,6 +19,7 @@ __all__ = [
     "RUN_FORMAT",
     "RECIPES",
     "RunError",
+    "NonFiniteLoss",
     "read_metrics",
     "write_metrics",
     "is_run_folder",
@@ -252,3 +254,7 @@ def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
         return model_config.max_position_embeddings
     cfg = load_run(path)[1]
     return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings
+
+
+class NonFiniteLoss(RunError):
+    "Raised by `fit` when a loss or gradient norm is not finite: no checkpoint of bad weights is written."

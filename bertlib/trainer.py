@@ -2,11 +2,9 @@
 
 # %% auto #0
 __all__ = ['ADAM_BETAS', 'ADAM_EPS', 'Hook', 'configure_optimizer', 'lr_factor', 'lr_schedule', 'Objective', 'step_loss',
-           'reseed', 'TrainingInterrupted', 'NonFiniteLoss', 'Phase', 'phase_ends', 'Loop', 'start', 'train_step',
-           'log_window', 'save', 'paused', 'fit']
+           'reseed', 'Loop', 'start', 'train_step', 'log_window', 'save', 'paused', 'fit']
 
 # %% ../notebooks/07_pretraining.ipynb #c006
-import itertools
 import json
 import math
 import os
@@ -25,12 +23,12 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from tqdm.auto import tqdm
 
-from .batching import DataPosition, make_loader, micro_batches
+from .batching import DataPosition, Phase, make_loader, micro_batches, phase_ends
 from .checkpoints import checkpoints, load_checkpoint, save_checkpoint
 from .checks import check_choice
 from .devices import autocast, resolve_device, to_device
-from .processes import stop_signals, world
-from .runs import RunError, read_metrics, write_metrics
+from .processes import TrainingInterrupted, stop_signals, world
+from .runs import NonFiniteLoss, RunError, read_metrics, write_metrics
 from .train_config import SCHEDULES, TrainConfig
 from .viz import plot_metrics, save_figure
 
@@ -66,9 +64,7 @@ def lr_schedule(
 ) -> torch.optim.lr_scheduler.LambdaLR:
     "A scheduler that multiplies the optimiser's learning rate by `lr_factor` at each step."
     check_choice("schedule", schedule, SCHEDULES)
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, warmup_steps, total_steps, schedule)
-    )
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, warmup_steps, total_steps, schedule))
 
 # %% ../notebooks/07_pretraining.ipynb #c012
 class Objective(Protocol):
@@ -97,35 +93,7 @@ def reseed(seed: int, rank: int, step: int) -> None:
     "Seed the global generators (dropout) from the step, so a resumed run draws what an unbroken one would."
     torch.manual_seed((seed * 1_000_003 + rank) * 1_000_003 + step)  # distinct for any realistic rank and step
 
-# %% ../notebooks/07_pretraining.ipynb #c021
-class TrainingInterrupted(Exception):
-    "Raised by `fit` after Ctrl-C (SIGINT) or SIGTERM, once the checkpoint of the current step is written."
-
-    def __init__(self, signum: int, step: int, saved: bool):
-        self.signum, self.step, self.saved = signum, step, saved
-        where = "checkpoint saved; continue with --resume" if saved else "no run folder, nothing saved"
-        super().__init__(f"stopped by {signal.Signals(signum).name} at step {step}: {where}")
-
-
-class NonFiniteLoss(RunError):
-    "Raised by `fit` when a loss or gradient norm is not finite: no checkpoint of bad weights is written."
-
 # %% ../notebooks/07_pretraining.ipynb #54ee7d22
-@dataclass(frozen=True)
-class Phase:
-    """A stretch of training on one dataset for a `share` of the steps. BERT trained 90% of its steps on 128 tokens
-    and the last 10% on 512, so that every position learns at a fraction of the cost (Devlin et al. 2019)."""
-
-    dataset: Dataset
-    share: float = 1.0
-
-
-def phase_ends(shares: Sequence[float], steps: int) -> list[int]:
-    "The step at which each phase ends: the cumulative shares of `steps`, rounded (the last one is `steps`)."
-    cumulative = list(itertools.accumulate(shares))
-    return [round(steps * share / cumulative[-1]) for share in cumulative]
-
-
 @dataclass
 class Loop:
     """What `fit` keeps between steps: the model (and `net`, what runs it: DDP, compiled), optimiser, schedule, data,
@@ -208,40 +176,17 @@ def start(
     workers = cfg.num_workers if cfg.num_workers is not None else 0 if device.type == "cpu" else min(4, os.cpu_count())
     # grouped by length in whole steps (micro x grad_accum per process), so that the union of a step's
     # micro-batches over processes is the same set of sequences however the step is split
-    loaders = [
-        make_loader(
-            p.dataset,
-            micro,
-            objective.collate,
-            p.dataset.lengths,
-            seed=cfg.seed,
-            num_replicas=world_size,
-            rank=rank,
-            num_workers=workers,
-            pin_memory=device.type == "cuda",
-            batches_per_group=cfg.grad_accum,
-        )
-        for p in phases
-    ]
+    shards = dict(seed=cfg.seed, num_replicas=world_size, rank=rank, batches_per_group=cfg.grad_accum)
+    io = dict(num_workers=workers, pin_memory=device.type == "cuda")
+    loaders = [make_loader(p.dataset, micro, objective.collate, p.dataset.lengths, **shards, **io) for p in phases]
     steps = cfg.total_steps(len(loaders[0]))
     ddp = DistributedDataParallel(model) if world_size > 1 else None
-    loop = Loop(
-        model,
-        torch.compile(ddp or model) if cfg.compile else (ddp or model),
-        ddp,
-        objective,
-        cfg,
-        device,
-        optimizer,
-        lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule),
-        loaders,
-        phase_ends([p.share for p in phases], steps),
-        steps,
-        None if run_dir is None else Path(run_dir),
-        on_log,
-        world_size,
-        rank,
-    )
+    net = torch.compile(ddp or model) if cfg.compile else (ddp or model)
+    schedule = lr_schedule(optimizer, round(cfg.warmup_ratio * steps), steps, cfg.schedule)
+    ends = phase_ends([p.share for p in phases], steps)
+    loop = Loop(model, net, ddp, objective, cfg, device, optimizer, schedule, loaders, ends, steps)
+    loop.run_dir = None if run_dir is None else Path(run_dir)
+    loop.on_log, loop.world_size, loop.rank = on_log, world_size, rank
     loop.loss_sums = torch.zeros(len(objective.parts), dtype=torch.float64, device=device)
     loop.window = [0] * (len(objective.parts) + 1)  # items of each part, then tokens
     if resume and checkpoints(loop.run_dir):
@@ -249,9 +194,8 @@ def start(
     loop.window_start = loop.seconds_before
     if loop.writer:
         loop.run_dir.mkdir(parents=True, exist_ok=True)
-        write_metrics(
-            loop.run_dir / "metrics.jsonl", loop.records
-        )  # a resumed run drops what came after its checkpoint
+        # a resumed run drops what came after its checkpoint
+        write_metrics(loop.run_dir / "metrics.jsonl", loop.records)
         loop.metrics_file = open(loop.run_dir / "metrics.jsonl", "a", encoding="utf-8")
     loop.stream = micro_batches(loaders[loop.phase], loop.position)
     return loop
@@ -263,24 +207,19 @@ def _resume(loop: Loop, checkpoint: Path) -> None:
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.scheduler.load_state_dict(state["scheduler"])
     loop.step, loop.position = state["step"], DataPosition(**state["data_position"])
-    loop.phase, loop.tokens, loop.seconds_before = (
-        state.get("phase", 0),
-        state.get("tokens", 0),
-        state.get("seconds", 0.0),
-    )
+    loop.phase, loop.tokens = state.get("phase", 0), state.get("tokens", 0)
+    loop.seconds_before = state.get("seconds", 0.0)
     loop.loss_sums.copy_(state.get("loss_sums", loop.loss_sums))  # the logging window the checkpoint was taken in
     loop.window = list(state.get("window", loop.window))
     loop.records = [r for r in read_metrics(loop.run_dir / "metrics.jsonl") if r["step"] <= loop.step]
     if state.get("total_steps", loop.steps) != loop.steps:  # the run was made longer (or shorter): say what that does
-        loop.records.append(
-            {
-                "step": loop.step,
-                "event": f"the schedule now spans {loop.steps} steps instead of "
-                f"{state['total_steps']}; the learning rate follows the new one",
-            }
-        )
+        change = f"the schedule now spans {loop.steps} steps instead of {state['total_steps']}"
+        loop.records.append({"step": loop.step, "event": f"{change}; the learning rate follows the new one"})
 
 # %% ../notebooks/07_pretraining.ipynb #d9295e7e
+_WAY_OUT = "Lower the learning rate, or pass --on-nan skip"  # what every stop on a non-finite value advises
+
+
 def _step_totals(counts: list[tuple[int, ...]], world_size: int, device: torch.device) -> list[int] | torch.Tensor:
     # at least 1: a step can hold no item of a part (no masked token in the short last batch of an epoch)
     totals = [sum(part) for part in zip(*counts, strict=True)]
@@ -327,7 +266,7 @@ def train_step(loop: Loop) -> float | None:
         if cfg.on_nan == "stop":
             raise NonFiniteLoss(
                 f"the loss or gradient is not finite at step {loop.step} (gradient norm {norm}); "
-                f"stopped without saving it. Lower the learning rate, or pass --on-nan skip"
+                f"stopped without saving it. {_WAY_OUT}"
             )
         loop.optimizer.zero_grad(set_to_none=True)  # AdamW leaves parameters without a gradient as they are
         loop.optimizer.step()
@@ -356,24 +295,14 @@ def log_window(loop: Loop, stop: bool) -> bool:
     means = [total / max(n, 1) for total, n in zip(sums[:parts], sums[parts:-1], strict=True)]
     if not all(map(math.isfinite, means)):
         raise NonFiniteLoss(
-            f"the loss is not finite at step {loop.step} ({means}); stopped without saving it. "
-            f"Lower the learning rate, or pass --on-nan skip"
+            f"the loss is not finite at step {loop.step} ({means}); stopped without saving it. {_WAY_OUT}"
         )
     seconds = loop.train_seconds
     if sums[-1]:  # a window whose every step was skipped has no loss to log
-        loop.record(
-            {
-                "step": loop.step,
-                "epoch": loop.position.epoch,
-                "loss": sum(means),
-                **dict(zip(loop.objective.parts, means, strict=True)),
-                "lr": loop.scheduler.get_last_lr()[0],
-                "grad_norm": float(loop.grad_norm),
-                "tokens_per_s": sums[-1] / (seconds - loop.window_start),
-                "tokens": loop.tokens,
-                "train_seconds": seconds,
-            }
-        )
+        losses = {"loss": sum(means), **dict(zip(loop.objective.parts, means, strict=True))}
+        optimiser = dict(lr=loop.scheduler.get_last_lr()[0], grad_norm=float(loop.grad_norm))
+        speed = dict(tokens_per_s=sums[-1] / (seconds - loop.window_start), tokens=loop.tokens, train_seconds=seconds)
+        loop.record({"step": loop.step, "epoch": loop.position.epoch, **losses, **optimiser, **speed})
     loop.loss_sums.zero_()
     loop.window = [0] * (parts + 1)
     loop.window_start = seconds
@@ -384,24 +313,12 @@ def save(loop: Loop) -> None:
     """Write a checkpoint of the step (rank 0) and redraw the loss curve; check the weights first, so that bad
     weights are never saved, nor a good checkpoint rotated away for them (one read-back per checkpoint)."""
     if loop.writer and not all(bool(torch.isfinite(p).all()) for p in loop.model.parameters()):
-        raise NonFiniteLoss(
-            f"the weights are not finite at step {loop.step}; no checkpoint written. Lower the "
-            f"learning rate, or pass --on-nan skip"
-        )
+        raise NonFiniteLoss(f"the weights are not finite at step {loop.step}; no checkpoint written. {_WAY_OUT}")
     if loop.writer:
-        state = {
-            "step": loop.step,
-            "total_steps": loop.steps,
-            "epoch_batches": len(loop.loaders[0]),
-            "phase": loop.phase,
-            "data_position": asdict(loop.position),
-            "tokens": loop.tokens,
-            "seconds": loop.train_seconds,
-            "optimizer": loop.optimizer.state_dict(),
-            "scheduler": loop.scheduler.state_dict(),
-            "loss_sums": loop.loss_sums.cpu(),
-            "window": loop.window,
-        }
+        where = dict(step=loop.step, total_steps=loop.steps, epoch_batches=len(loop.loaders[0]), phase=loop.phase)
+        data = dict(data_position=asdict(loop.position), tokens=loop.tokens, seconds=loop.train_seconds)
+        optim = dict(optimizer=loop.optimizer.state_dict(), scheduler=loop.scheduler.state_dict())
+        state = {**where, **data, **optim, "loss_sums": loop.loss_sums.cpu(), "window": loop.window}
         save_checkpoint(loop.run_dir, loop.model, state, loop.step, loop.cfg.keep_checkpoints)
         save_figure(plot_metrics(loop.records, loop.run_dir.name), loop.run_dir / "loss_curve.png")
     if loop.world_size > 1:
@@ -435,23 +352,15 @@ def fit(
     show_progress: bool = True,
 ) -> list[dict]:
     """Train `model` on `data` (a dataset whose `lengths()` gives each item's length, or `Phase`s of datasets) with
-    `objective`, as `cfg` says, and return the metric records.
-
-    `evaluate(model)` scores it every `eval_every` steps. With `run_dir`, metrics, checkpoints and the loss
-    curve are written there (by rank 0), and `resume=True` continues from its newest checkpoint (or from the
-    start, if it has none). `on_log` is called with every record (e.g. to draw a live plot); each `hook(loop)` after
-    every step, and one that returns True ends training there. Ctrl-C or SIGTERM writes a checkpoint and raises
-    `TrainingInterrupted`; a non-finite loss or gradient raises `NonFiniteLoss` without saving (or, with
-    `cfg.on_nan="skip"`, skips the step)."""
+    `objective` as `cfg` says; return the metric records. `evaluate(model)` scores it every `eval_every` steps. With
+    `run_dir`, rank 0 writes metrics, checkpoints and the loss curve there, and `resume=True` continues from its
+    newest checkpoint. `on_log` gets every record; each `hook(loop)` runs after every step (True ends training there).
+    Ctrl-C or SIGTERM writes a checkpoint and raises `TrainingInterrupted`; a non-finite loss or gradient raises
+    `NonFiniteLoss` without saving (`cfg.on_nan="skip"` skips the step instead)."""
     phases = [Phase(data)] if isinstance(data, Dataset) else list(data)
     loop = start(model, phases, objective, cfg, run_dir=run_dir, resume=resume, on_log=on_log)
-    progress = tqdm(
-        total=loop.steps,
-        initial=loop.step,
-        unit="step",
-        disable=not show_progress or loop.rank != 0,
-        dynamic_ncols=True,
-    )
+    quiet = not show_progress or loop.rank != 0
+    progress = tqdm(total=loop.steps, initial=loop.step, unit="step", disable=quiet, dynamic_ncols=True)
     # on a CPU, the tiny gradients of a well-trained softmax would fall into the range of denormal numbers,
     # which CPUs compute many times slower; the setting is process-wide, so PyTorch's default comes back after
     flush = loop.device.type == "cpu" and torch.set_flush_denormal(True)
@@ -464,27 +373,16 @@ def fit(
                 stop = bool(received)
                 if loop.step % cfg.log_every == 0 or loop.step == loop.steps:
                     stop = log_window(loop, stop)
-                    progress.set_postfix(
-                        loss=f"{loop.records[-1].get('loss', math.nan):.3f}",
-                        tok_s=f"{loop.records[-1].get('tokens_per_s', 0):,.0f}",
-                    )
+                    last = loop.records[-1]
+                    loss, speed = last.get("loss", math.nan), last.get("tokens_per_s", 0)
+                    progress.set_postfix_str(f"loss {loss:.3f}, {speed:,.0f} tok/s")
                 elif loop.world_size > 1:
                     stop = False  # processes agree to stop at a logging step only
                 with paused(loop):
-                    if (
-                        evaluate is not None
-                        and (cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps)
-                        and loop.rank == 0
-                    ):
-                        loop.record(
-                            {
-                                "step": loop.step,
-                                "split": "validation",
-                                "tokens": loop.tokens,
-                                "train_seconds": loop.train_seconds,
-                                **evaluate(model),
-                            }
-                        )
+                    due = cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps
+                    if evaluate is not None and due and loop.rank == 0:
+                        timing = {"tokens": loop.tokens, "train_seconds": loop.train_seconds}
+                        loop.record({"step": loop.step, "split": "validation", **timing, **evaluate(model)})
                     done = any([bool(hook(loop)) for hook in hooks])
                     if cfg.save_every and loop.step % cfg.save_every == 0 or loop.step == loop.steps or stop or done:
                         save(loop)

@@ -37,6 +37,7 @@ import torch
 from study import ROOT, output_options, parse, provenance, read_json, write_json
 from tokenizers import Tokenizer
 
+from bertlib.batching import Phase
 from bertlib.config import BertConfig
 from bertlib.corpus import wikitext_corpus
 from bertlib.devices import eval_mode
@@ -47,7 +48,7 @@ from bertlib.pretraining import pretraining_data
 from bertlib.pretraining_data import evaluation_loader
 from bertlib.tokenizer import CLS, SEP, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_wikitext_tokenizer
 from bertlib.train_config import PretrainConfig
-from bertlib.trainer import Loop, Phase, fit
+from bertlib.trainer import Loop, fit
 from bertlib.viz import AttentionMaps, head_entropy, head_scores
 
 HERE = ROOT / "experiments" / "recipe_study"

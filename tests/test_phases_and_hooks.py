@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import bertlib.pretraining
+from bertlib.batching import Phase, phase_ends
 from bertlib.checkpoints import checkpoints
 from bertlib.cli import main
 from bertlib.config import BertConfig
@@ -17,7 +18,6 @@ from bertlib.pretraining_data import PretrainingDataset
 from bertlib.runs import read_metrics
 from bertlib.tokenizer import train_tokenizer
 from bertlib.train_config import PretrainConfig, TrainConfig
-from bertlib.trainer import Phase, phase_ends
 
 SHORT, LONG = 32, 64
 

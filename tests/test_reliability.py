@@ -22,9 +22,8 @@ from bertlib.config import BertConfig
 from bertlib.model import BertForPreTraining
 from bertlib.objectives import train
 from bertlib.pretraining_data import PretrainingDataset
-from bertlib.runs import RunError, read_metrics
+from bertlib.runs import NonFiniteLoss, RunError, read_metrics
 from bertlib.train_config import TrainConfig
-from bertlib.trainer import NonFiniteLoss
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "1", "--num-workers", "0"]
