@@ -33,12 +33,15 @@ from bench_utils import (  # noqa: E402
 
 from bertlib.config import BertConfig  # noqa: E402
 from bertlib.devices import autocast, resolve_device  # noqa: E402
-from bertlib.evaluate import fill_mask, validation_metrics  # noqa: E402
+from bertlib.evaluate import (  # noqa: E402
+    evaluation_loader,  # noqa: E402
+    fill_mask,
+    validation_metrics,
+)
 from bertlib.hf_folders import save_pretrained_hf  # noqa: E402
 from bertlib.interop import to_transformers  # noqa: E402
 from bertlib.model import IGNORE_INDEX, BertForPreTraining  # noqa: E402
 from bertlib.model_factory import load_model  # noqa: E402
-from bertlib.pretraining_data import evaluation_loader  # noqa: E402
 from bertlib.tokenizer import train_wikitext_tokenizer  # noqa: E402
 
 SENTENCE = "the [MASK] of the river was covered with trees and grass ."

@@ -17,9 +17,9 @@ from torch.utils.data import DataLoader
 from .checkpoints import latest_checkpoint
 from .devices import autocast, eval_mode, resolve_device, to_device
 from .electra import ElectraForPreTraining
+from .evaluate import EVAL_SEED, evaluation_loader
 from .model import IGNORE_INDEX
 from .model_factory import model_from_checkpoint
-from .pretraining_data import EVAL_SEED, evaluation_loader
 from .runs import RunError, load_run
 
 RTD_METRICS = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_loss", "rtd_accuracy", "replaced_share")

@@ -20,11 +20,12 @@ from .batching import Phase
 from .config import BertConfig
 from .corpus import wikitext_corpus
 from .devices import resolve_device
+from .evaluate import evaluation_loader
 from .lifecycle import open_run
 from .model_factory import build_model
 from .objectives import train
 from .packed_data import PackedDataset
-from .pretraining_data import PretrainingDataset, evaluation_loader
+from .pretraining_data import PretrainingDataset
 from .runs import check_vocabulary
 from .time_budget import same_on_every_process, steps_for_budget
 from .tokenizer import train_wikitext_tokenizer

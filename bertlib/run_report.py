@@ -12,9 +12,8 @@ import os
 from itertools import islice
 
 from .corpus import wikitext_corpus
-from .evaluate import fill_mask, unigram_baseline
+from .evaluate import evaluation_loader, fill_mask, unigram_baseline
 from .model_factory import load_model
-from .pretraining_data import evaluation_loader
 from .runs import load_run
 
 # The recipe study (experiments/recipe_study/README.md) calls a run out of the plateau at its first validation below

@@ -26,10 +26,9 @@ from study import ROOT, output_options, parse, provenance, read_json, update_rea
 
 from bertlib.devices import eval_mode
 from bertlib.distillation import distil, teacher_layers
-from bertlib.evaluate import evaluate_run
+from bertlib.evaluate import evaluate_run, evaluation_loader
 from bertlib.finetuning import SELECTION_METRIC, finetune
 from bertlib.model_factory import load_model
-from bertlib.pretraining_data import evaluation_loader
 from bertlib.runs import load_run
 from bertlib.train_config import DistilConfig, FinetuneConfig
 

@@ -41,11 +41,10 @@ from bertlib.batching import Phase
 from bertlib.config import BertConfig
 from bertlib.corpus import wikitext_corpus
 from bertlib.devices import eval_mode
-from bertlib.evaluate import unigram_baseline, validation_metrics
+from bertlib.evaluate import evaluation_loader, unigram_baseline, validation_metrics
 from bertlib.model import BertForPreTraining
 from bertlib.objectives import MaskedLM, MaskedLMAndNSP
 from bertlib.pretraining import pretraining_data
-from bertlib.pretraining_data import evaluation_loader
 from bertlib.tokenizer import CLS, SEP, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_wikitext_tokenizer
 from bertlib.train_config import PretrainConfig
 from bertlib.trainer import Loop, fit

@@ -25,11 +25,10 @@ from study import ROOT, output_options, parse, provenance, read_json, update_rea
 
 from bertlib.config import BertConfig
 from bertlib.electra_evaluate import rtd_metrics
-from bertlib.evaluate import validation_metrics
+from bertlib.evaluate import evaluation_loader, validation_metrics
 from bertlib.finetuning import SELECTION_METRIC, finetune
 from bertlib.model_factory import load_model
 from bertlib.pretraining import pretrain
-from bertlib.pretraining_data import evaluation_loader
 from bertlib.tasks import load_task
 from bertlib.train_config import FinetuneConfig, PretrainConfig
 

@@ -156,7 +156,7 @@ def test_two_processes_train_it(fast_tokenizer):
 
 
 def test_scores_are_reproducible(fast_tokenizer):
-    from bertlib.pretraining_data import evaluation_loader
+    from bertlib.evaluate import evaluation_loader
 
     loader = evaluation_loader("validation", fast_tokenizer, batch_size=4, max_seq_len=32)
     torch.manual_seed(0)

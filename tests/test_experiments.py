@@ -23,8 +23,8 @@ from safetensors.torch import load_file
 
 from bertlib.cli import build_parser
 from bertlib.config import BertConfig
+from bertlib.evaluate import evaluation_loader
 from bertlib.model import BertForPreTraining
-from bertlib.pretraining_data import evaluation_loader
 from bertlib.tokenizer import CLS_ID, SEP_ID
 
 ROOT = Path(__file__).resolve().parents[1]
