@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_model as load_safetensors
+from safetensors.torch import load_file
 from safetensors.torch import save_model as save_safetensors
 from torch import nn
 
@@ -142,13 +142,26 @@ def load_weights(checkpoint: Path, model: nn.Module) -> None:
     "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
     path = _verified(checkpoint, WEIGHTS)
     try:
-        load_safetensors(model, path)  # fills a shared tensor under every name it has
+        weights = load_file(path)
     except (OSError, SafetensorError) as err:
         raise _unreadable(checkpoint, err) from err
+    try:
+        _fill(model, weights)
     except RuntimeError as err:
         raise RunError(
             f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); was config.json edited?"
         ) from err
+
+
+def _fill(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    # not safetensors' load_model: its older versions refuse a float16 file for a float32 model, where
+    # load_state_dict casts. A tensor that several names share was saved under one of them; loading it fills all.
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    own = model.state_dict()
+    loaded = {own[name].data_ptr() for name in weights if name in own}
+    unfilled = [name for name in missing if own[name].data_ptr() not in loaded]
+    if unfilled or unexpected:
+        raise RuntimeError(f"missing {unfilled[:3]}, unexpected {unexpected[:3]}")
 
 
 def load_training_state(checkpoint: Path) -> dict:
