@@ -44,7 +44,7 @@ from .task_examples import TASKS, ClassificationExample, SquadExample, TaggedSen
 from .task_metrics import task_scores
 from .tasks import load_task, quick_slice
 from .tokenizer import pre_tokenize
-from .train_config import FinetuneConfig, default_seq_len
+from .train_config import FinetuneConfig, default_doc_stride, default_seq_len
 from .trainer import fit
 
 SELECTION_METRIC = {"sst2": "accuracy", "rte": "accuracy", "conll2003": "f1", "squad": "f1"}  # picks the best epoch
@@ -198,7 +198,7 @@ def task_data(
         )
     train_examples = _examples(cfg, "train", cfg.train_examples, data_dir)
     eval_examples = _examples(cfg, "validation", cfg.eval_examples, data_dir)
-    encode = dict(doc_stride=cfg.doc_stride or max_seq_len // 3, max_query_len=cfg.max_query_len)
+    encode = dict(doc_stride=cfg.doc_stride or default_doc_stride(max_seq_len), max_query_len=cfg.max_query_len)
     train_features = encode_task(cfg.task, train_examples, tokenizer, max_seq_len, **encode)
     eval_features = encode_task(cfg.task, eval_examples, tokenizer, max_seq_len, **encode)
     per_epoch = math.ceil(len(train_features) / cfg.batch_size)
@@ -376,9 +376,8 @@ def predict(
             "entities": [(name, " ".join(words[a:b])) for name, a, b in iob2_entities(tags)],
         }
     example = SquadExample("question", "", text, question, ())
-    features = encode_task(
-        task, [example], tokenizer, length, doc_stride=doc_stride or length // 3, max_query_len=max_query_len
-    )
+    stride = doc_stride or default_doc_stride(length)
+    features = encode_task(task, [example], tokenizer, length, doc_stride=stride, max_query_len=max_query_len)
     starts, ends = zip(*item_outputs(model, features), strict=True)
     start, end = best_spans(starts, ends, features.meta)["question"]
     return {"answer": text[start:end], "start": start, "end": end}

@@ -19,6 +19,7 @@ __all__ = [
     "PretrainConfig",
     "DistilConfig",
     "default_seq_len",
+    "default_doc_stride",
     "FinetuneConfig",
 ]
 
@@ -276,6 +277,11 @@ class DistilConfig(PretrainDataConfig):
 def default_seq_len(task: str) -> int:
     "A task's sequence length unless told otherwise: 384 for question answering (as BERT), else 128."
     return 384 if TASKS[task].kind == "span" else 128
+
+
+def default_doc_stride(max_seq_len: int) -> int:
+    "SQuAD's stride between windows unless told otherwise: a third of the window, as BERT's 128 of 384."
+    return max_seq_len // 3
 
 
 @dataclass
