@@ -202,7 +202,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("command", choices=("run", "report"), nargs="?", default="report")
     every = [*PLANS, *FULL_PLANS]
-    p.add_argument("plans", nargs="*", default=list(FULL_PLANS), help="plans to run (the full-data ones): " + ", ".join(every))
+    p.add_argument(
+        "plans", nargs="*", default=list(FULL_PLANS), help="plans to run (the full-data ones): " + ", ".join(every)
+    )
     p.add_argument("--report", action="store_true", help="only write the tables")
     p.add_argument("--extra", action="store_true", help="then 2 more random-init seeds of each full-data plan")
     output_options(p, HERE, smoke="fine-tune on 64 examples for one epoch and validate on 64")
