@@ -19,12 +19,12 @@ import torch
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import RESULTS_DIR, configure_process, machine_info, median, write_results  # noqa: E402
 
-from bertlib.batching import make_loader, padding_waste  # noqa: E402
-from bertlib.corpus import encode_corpus  # noqa: E402
-from bertlib.data import wikitext_documents, wikitext_paragraphs  # noqa: E402
-from bertlib.objectives import MaskedLMAndNSP  # noqa: E402
-from bertlib.pretraining_data import PretrainingDataset  # noqa: E402
-from bertlib.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer  # noqa: E402
+from bertlib.data.batching import make_loader, padding_waste  # noqa: E402
+from bertlib.data.corpus import encode_corpus  # noqa: E402
+from bertlib.data.pretraining import PretrainingDataset  # noqa: E402
+from bertlib.data.tokenizer import DEFAULT_VOCAB_SIZE, train_tokenizer  # noqa: E402
+from bertlib.data.wikitext import wikitext_documents, wikitext_paragraphs  # noqa: E402
+from bertlib.recipes.objectives import MaskedLMAndNSP  # noqa: E402
 
 
 def time_tokenizer_training(vocab_size: int, repeats: int) -> tuple[dict[str, Any], Any]:

@@ -5,7 +5,7 @@
     python benchmarks/inference.py --run runs/mini       # a trained run
     python benchmarks/inference.py --device cuda         # bf16 autocast on both sides
 
-Both sides get the same weights (`bertlib.interop.to_transformers`), inputs and process settings. The HF
+Both sides get the same weights (`bertlib.hf.interop.to_transformers`), inputs and process settings. The HF
 fill-mask side is `transformers.pipeline("fill-mask")` on the exported model, as a user would call it; the
 HF evaluation side runs `BertForPreTraining` on the same batches and computes the same scores from its
 (dense) logits.
@@ -31,18 +31,18 @@ from bench_utils import (  # noqa: E402
     write_results,
 )
 
-from bertlib.config import BertConfig  # noqa: E402
-from bertlib.devices import autocast, resolve_device  # noqa: E402
-from bertlib.evaluate import (  # noqa: E402
+from bertlib.data.tokenizer import train_wikitext_tokenizer  # noqa: E402
+from bertlib.evaluation.scores import (  # noqa: E402
     evaluation_loader,  # noqa: E402
     fill_mask,
     validation_metrics,
 )
-from bertlib.hf_folders import save_pretrained_hf  # noqa: E402
-from bertlib.interop import to_transformers  # noqa: E402
-from bertlib.model import IGNORE_INDEX, BertForPreTraining  # noqa: E402
-from bertlib.model_factory import load_model  # noqa: E402
-from bertlib.tokenizer import train_wikitext_tokenizer  # noqa: E402
+from bertlib.hf.folders import save_pretrained_hf  # noqa: E402
+from bertlib.hf.interop import to_transformers  # noqa: E402
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining  # noqa: E402
+from bertlib.model.config import BertConfig  # noqa: E402
+from bertlib.train.factory import load_model  # noqa: E402
+from bertlib.utils.devices import autocast, resolve_device  # noqa: E402
 
 SENTENCE = "the [MASK] of the river was covered with trees and grass ."
 

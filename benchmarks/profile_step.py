@@ -20,8 +20,8 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from bench_utils import configure_process, synchronize  # noqa: E402
 from train_step import build, make_batch, side_inputs, training_step  # noqa: E402
 
-from bertlib import interop  # noqa: E402
-from bertlib.config import BertConfig  # noqa: E402
+from bertlib.hf import interop  # noqa: E402
+from bertlib.model.config import BertConfig  # noqa: E402
 
 # operators whose presence means the host waited for the device inside a step
 SYNC_EVENTS = (

@@ -6,8 +6,8 @@ MLM + NSP, AdamW) timed alone and beside one process that keeps a core busy, for
 
 Each timing runs in a fresh process, since OpenMP reads its environment when torch loads; the settings and the two
 conditions take turns, round after round, so that load from elsewhere hits them alike, and the median of the rounds
-is kept. `bertlib's choice` is what training does when told nothing (`bertlib.devices.cpu_threads`: as many threads
-as CPUs are idle when it starts). The report gives it as ratios: against one thread beside the busy process (the
+is kept. `bertlib's choice` is what training does when told nothing (`bertlib.utils.devices.cpu_threads`: as many
+threads as CPUs are idle when it starts). The report gives it as ratios: against one thread beside the busy process (the
 target is 0.85 or more) and against the best setting when the machine is quiet (0.95 or more). The machine's load
 average is recorded with every timing, because "quiet" is only as quiet as the machine was.
 """
@@ -41,9 +41,9 @@ def worker(setting: str, steps: int) -> dict[str, Any]:
     import torch
     from train_step import make_batch, training_step
 
-    from bertlib.config import BertConfig
-    from bertlib.devices import cpu_threads
-    from bertlib.model import BertForPreTraining
+    from bertlib.model.bert import BertForPreTraining
+    from bertlib.model.config import BertConfig
+    from bertlib.utils.devices import cpu_threads
 
     threads, idle = SETTINGS[setting][0], None
     if threads == "choose":

@@ -2,86 +2,87 @@
 
 Modules:
 
-- `bertlib.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, the phases of a run (a dataset for a share of the steps), and how much padding a batching wastes.
-- `bertlib.checkpoints`: Checkpoints of a run: the weights and the training state of one step, written atomically with a SHA-256 checksum of each file, rotated so that a kill never leaves a listed, broken one, and read back checked.
-- `bertlib.checks`: Checks of settings, each raising a one-line ValueError that names the setting, its value and what is allowed.
-- `bertlib.cli`: The `bertlib` command line: `python -m bertlib <command> --help` explains each command. This module parses the options (those of training are made from the fields of `bertlib.train_config`) and turns errors into one line and an exit code; `bertlib.commands` (the commands that make a run) and `bertlib.run_commands` (those that read one) do the work.
-- `bertlib.commands`: The commands that make a run folder (`bertlib.cli` parses the options and maps errors to exit codes): prepare a tokenizer; pre-train, distil or fine-tune a run. A problem the user can fix raises `UsageError`; the commands that read a run are `bertlib.run_commands`'.
-- `bertlib.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
-- `bertlib.course`: The course model's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise `mini`, trained as `models/course-mini` was on a GPU, or as the README's main command trains it on a CPU.
-- `bertlib.devices`: Where tensors live and how they are computed: the device, the CPU threads, mixed precision, moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
-- `bertlib.distillation`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
-- `bertlib.electra`: ELECTRA (Clark et al. 2020): a small masked-LM generator fills the masked positions with tokens sampled from its own predictions, and a discriminator (`BertModel` plus a per-token binary head) learns which tokens were replaced, so that every token, not only the masked 15-30%, teaches the encoder. The two share their embeddings.
-- `bertlib.electra_evaluate`: The scores of an ELECTRA model: how well its discriminator tells replaced tokens from original ones (replaced-token detection accuracy, with the share of replaced tokens that a guess of "original" everywhere would score against), and its generator's masked-LM scores, on the statically masked validation or test split.
-- `bertlib.environment`: What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, and the machine it runs on.
-- `bertlib.finetune_data`: Fine-tuning features: task examples turned into what a head reads and back. A sentence or a pair becomes `[CLS] a [SEP] b [SEP]` with its class; a tagged sentence gets its word's tag on the first piece of each word and -100 on the others; a SQuAD question and a long paragraph become overlapping windows, each with the answer's first and last token (or `[CLS]` when the window does not hold the whole answer). `best_spans` goes the other way: it searches every window of a question for the best span and maps it back to characters.
-- `bertlib.finetuning`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.trainer.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
-- `bertlib.heads`: Fine-tuning heads on `BertModel`, named and shaped as HF `transformers`' so that weights convert both ways: `BertForSequenceClassification` (one sentence or a pair; the pooled `[CLS]`, or the mean of the tokens), `BertForTokenClassification` (a label for every token) and `BertForQuestionAnswering` (the start and end of an answer span). Each keeps its task's label names, and loads the encoder of a pre-trained model with `load_encoder`, which says which weights are new.
-- `bertlib.hf_folders`: Folders as HF `transformers` writes and reads them: a bertlib model and tokenizer saved so that `from_pretrained` and the pipelines load them (with bertlib's own modeling file beside the weights when no transformers class holds the model), and the encoder of any HF BERT checkpoint (a hub id, or a folder laid out as on the hub) for fine-tuning.
-- `bertlib.hf_remote.modeling_bertlib`: A bertlib BERT for HF `transformers` (`trust_remote_code=True`): the same arithmetic as bertlib's model, in one file that needs only `torch` and `transformers`. Parameter names are bertlib's own, so an export's weights are bertlib's state dict as it is. Shipped by bertlib's `export-hf` beside `configuration_bertlib.py`.
-- `bertlib.interop`: Conversion between bertlib's BERT and HF `transformers`' BERT (parameter names, configs, weights): the pre-training model and every fine-tuning head, both ways, and ELECTRA's discriminator as HF's. A model that no `transformers` class holds (Pre-LN, for one) converts to bertlib's own classes (`bertlib.hf_remote`). Folders as transformers writes and reads them are `bertlib.hf_folders`'.
-- `bertlib.lifecycle`: The life of a run folder that every recipe (pre-training, distillation, fine-tuning) shares: join the process group `torchrun` describes; take the folder's lock, so that one process at a time writes it; for a new run, check that the folder is free before anything is written, then make it whole at once; for a resumed one, read its settings back (a change is allowed to `RESUMABLE_FIELDS` only, and the length may not end before the newest checkpoint) and record the new ones; choose the CPU threads; at the end, release the lock and leave the process group.
-- `bertlib.model_factory`: The model of a run: which class a run's settings train (BERT's pre-training model, ELECTRA's, a task's head) built fresh, or loaded from a checkpoint with its tokenizer for evaluation, prediction and export.
-- `bertlib.objectives`: The pre-training objectives for the training loop (`bertlib.trainer.Objective`): BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the loop on a model with the objective its data calls for, scored on a validation loader.
-- `bertlib.options`: Command-line options made from the settings dataclasses: one option per field (`--max-steps` for `max_steps`), typed, with the help text and choices of the field's metadata, so that a new setting is one edit in `bertlib.train_config` or `bertlib.config`.
-- `bertlib.packed_data`: RoBERTa's pre-training data: no sentence pairs and no NSP, just the corpus as one stream of tokens (documents joined by `[SEP]`) cut into full-length sequences, `[CLS] ... [SEP]`, masked afresh every epoch. Every sequence is as long as allowed, so a batch has no padding at all.
-- `bertlib.pretraining`: The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is `pretraining_data`.
-- `bertlib.processes`: The training process and its peers: the process group that `torchrun` describes (this process's rank among how many), Ctrl-C or SIGTERM turned into a request that the training loop honours between steps, and the error it raises once it has (`TrainingInterrupted`).
-- `bertlib.run_commands`: The commands that read a run folder (`bertlib.cli` parses the options and maps errors to exit codes): predict, evaluate, fill masks, export or describe a run. A problem the user can fix raises `bertlib.commands.UsageError`.
-- `bertlib.run_report`: Where a pre-training run stands, in a few lines for the end of `python -m bertlib pretrain`: its last validation beside the unigram baseline on the same batches, its guesses for two fixed sentences, and whether it is still on the plateau, where a small BERT fills most masks with frequent tokens, and how to leave it.
-- `bertlib.runs`: Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a crash never leaves a broken file, and read back with clear errors (`RunError`; `NonFiniteLoss` when a run meets a loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.checkpoints`'.
-- `bertlib.task_examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
-- `bertlib.task_metrics`: The scores of the fine-tuning tasks: accuracy (SST-2, RTE), entity-level precision, recall and F1 (CoNLL-2003, with `seqeval`) and SQuAD v1.1's exact match and F1 with the official answer normalisation.
-- `bertlib.task_sources`: Where the fine-tuning tasks' examples come from: the original files in the local data folder (GLUE TSV, CoNLL columns, the SQuAD JSON, split by article offline) and the HuggingFace hub's datasets, each turned into the examples of `bertlib.task_examples` with one-line errors that name the file and row.
-- `bertlib.tasks`: The fine-tuning tasks as plain Python examples: SST-2 (sentiment), RTE (entailment), CoNLL-2003 (named entities) and SQuAD v1.1 (extractive question answering).
-- `bertlib.time_budget`: A time budget turned into a number of steps: a few steps and one validation are timed on a throwaway copy of the model, and the steps that fit in what is left are fixed before training starts, so the run is reproducible and resumes exactly.
-- `bertlib.train_config`: How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data and objective), `DistilConfig` (the same data, plus the teacher and the distillation loss) and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
-- `bertlib.widget`: The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and HTML export."""
+- `bertlib.cli.commands`: The commands that make a run folder (`bertlib.cli.main` parses the options and maps errors to exit codes): prepare a tokenizer; pre-train, distil or fine-tune a run. A problem the user can fix raises `UsageError`; the commands that read a run are `bertlib.cli.run_commands`'.
+- `bertlib.cli.main`: The `bertlib` command line: `python -m bertlib <command> --help` explains each command. This module parses the options (those of training are made from the fields of `bertlib.train.settings`) and turns errors into one line and an exit code; `bertlib.cli.commands` (the commands that make a run) and `bertlib.cli.run_commands` (those that read one) do the work.
+- `bertlib.cli.options`: Command-line options made from the settings dataclasses: one option per field (`--max-steps` for `max_steps`), typed, with the help text and choices of the field's metadata, so that a new setting is one edit in `bertlib.train.settings` or `bertlib.model.config`.
+- `bertlib.cli.run_commands`: The commands that read a run folder (`bertlib.cli.main` parses the options and maps errors to exit codes): predict, evaluate, fill masks, export or describe a run. A problem the user can fix raises `bertlib.cli.commands.UsageError`.
+- `bertlib.data.batching`: Batches for every loop of bertlib: a seeded, length-grouped, shardable sampler that can start an epoch part of the way in, the one `DataLoader` factory, the phases of a run (a dataset for a share of the steps), and how much padding a batching wastes.
+- `bertlib.data.corpus`: The pre-tokenised corpus: WikiText-2 (or any documents of sentences) encoded once with the fast tokenizer, kept as three flat arrays and cached on disk under a hash of everything it depends on.
+- `bertlib.data.packed`: RoBERTa's pre-training data: no sentence pairs and no NSP, just the corpus as one stream of tokens (documents joined by `[SEP]`) cut into full-length sequences, `[CLS] ... [SEP]`, masked afresh every epoch. Every sequence is as long as allowed, so a batch has no padding at all.
+- `bertlib.data.pairs`: Sentence pairs for next-sentence prediction, as BERT's data generator makes them: segments of consecutive sentences packed up to the sequence length, half of them followed by their true continuation and half by text from another document, or single sentences paired the same way.
+- `bertlib.evaluation.electra`: The scores of an ELECTRA model: how well its discriminator tells replaced tokens from original ones (replaced-token detection accuracy, with the share of replaced tokens that a guess of "original" everywhere would score against), and its generator's masked-LM scores, on the statically masked validation or test split.
+- `bertlib.evaluation.report`: Where a pre-training run stands, in a few lines for the end of `python -m bertlib pretrain`: its last validation beside the unigram baseline on the same batches, its guesses for two fixed sentences, and whether it is still on the plateau, where a small BERT fills most masks with frequent tokens, and how to leave it.
+- `bertlib.hf.folders`: Folders as HF `transformers` writes and reads them: a bertlib model and tokenizer saved so that `from_pretrained` and the pipelines load them (with bertlib's own modeling file beside the weights when no transformers class holds the model), and the encoder of any HF BERT checkpoint (a hub id, or a folder laid out as on the hub) for fine-tuning.
+- `bertlib.hf.interop`: Conversion between bertlib's BERT and HF `transformers`' BERT (parameter names, configs, weights): the pre-training model and every fine-tuning head, both ways, and ELECTRA's discriminator as HF's. A model that no `transformers` class holds (Pre-LN, for one) converts to bertlib's own classes (`bertlib.hf.remote`). Folders as transformers writes and reads them are `bertlib.hf.folders`'.
+- `bertlib.hf.remote.modeling_bertlib`: A bertlib BERT for HF `transformers` (`trust_remote_code=True`): the same arithmetic as bertlib's model, in one file that needs only `torch` and `transformers`. Parameter names are bertlib's own, so an export's weights are bertlib's state dict as it is. Shipped by bertlib's `export-hf` beside `configuration_bertlib.py`.
+- `bertlib.model.electra`: ELECTRA (Clark et al. 2020): a small masked-LM generator fills the masked positions with tokens sampled from its own predictions, and a discriminator (`BertModel` plus a per-token binary head) learns which tokens were replaced, so that every token, not only the masked 15-30%, teaches the encoder. The two share their embeddings.
+- `bertlib.model.heads`: Fine-tuning heads on `BertModel`, named and shaped as HF `transformers`' so that weights convert both ways: `BertForSequenceClassification` (one sentence or a pair; the pooled `[CLS]`, or the mean of the tokens), `BertForTokenClassification` (a label for every token) and `BertForQuestionAnswering` (the start and end of an answer span). Each keeps its task's label names, and loads the encoder of a pre-trained model with `load_encoder`, which says which weights are new.
+- `bertlib.recipes.course`: The course model's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise `mini`, trained as `models/course-mini` was on a GPU, or as the README's main command trains it on a CPU.
+- `bertlib.recipes.distil`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
+- `bertlib.recipes.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.train.loop.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
+- `bertlib.recipes.objectives`: The pre-training objectives for the training loop (`bertlib.train.loop.Objective`): BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the loop on a model with the objective its data calls for, scored on a validation loader.
+- `bertlib.recipes.pretrain`: The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is `pretraining_data`.
+- `bertlib.recipes.time_budget`: A time budget turned into a number of steps: a few steps and one validation are timed on a throwaway copy of the model, and the steps that fit in what is left are fixed before training starts, so the run is reproducible and resumes exactly.
+- `bertlib.tasks.examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
+- `bertlib.tasks.features`: Fine-tuning features: task examples turned into what a head reads and back. A sentence or a pair becomes `[CLS] a [SEP] b [SEP]` with its class; a tagged sentence gets its word's tag on the first piece of each word and -100 on the others; a SQuAD question and a long paragraph become overlapping windows, each with the answer's first and last token (or `[CLS]` when the window does not hold the whole answer). `best_spans` goes the other way: it searches every window of a question for the best span and maps it back to characters.
+- `bertlib.tasks.load`: The fine-tuning tasks as plain Python examples: SST-2 (sentiment), RTE (entailment), CoNLL-2003 (named entities) and SQuAD v1.1 (extractive question answering).
+- `bertlib.tasks.metrics`: The scores of the fine-tuning tasks: accuracy (SST-2, RTE), entity-level precision, recall and F1 (CoNLL-2003, with `seqeval`) and SQuAD v1.1's exact match and F1 with the official answer normalisation.
+- `bertlib.tasks.sources`: Where the fine-tuning tasks' examples come from: the original files in the local data folder (GLUE TSV, CoNLL columns, the SQuAD JSON, split by article offline) and the HuggingFace hub's datasets, each turned into the examples of `bertlib.tasks.examples` with one-line errors that name the file and row.
+- `bertlib.train.checkpoints`: Checkpoints of a run: the weights and the training state of one step, written atomically with a SHA-256 checksum of each file, rotated so that a kill never leaves a listed, broken one, and read back checked.
+- `bertlib.train.factory`: The model of a run: which class a run's settings train (BERT's pre-training model, ELECTRA's, a task's head) built fresh, or loaded from a checkpoint with its tokenizer for evaluation, prediction and export.
+- `bertlib.train.lifecycle`: The life of a run folder that every recipe (pre-training, distillation, fine-tuning) shares: join the process group `torchrun` describes; take the folder's lock, so that one process at a time writes it; for a new run, check that the folder is free before anything is written, then make it whole at once; for a resumed one, read its settings back (a change is allowed to `RESUMABLE_FIELDS` only, and the length may not end before the newest checkpoint) and record the new ones; choose the CPU threads; at the end, release the lock and leave the process group.
+- `bertlib.train.runs`: Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a crash never leaves a broken file, and read back with clear errors (`RunError`; `NonFiniteLoss` when a run meets a loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.train.checkpoints`'.
+- `bertlib.train.settings`: How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data and objective), `DistilConfig` (the same data, plus the teacher and the distillation loss) and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
+- `bertlib.utils.checks`: Checks of settings, each raising a one-line ValueError that names the setting, its value and what is allowed.
+- `bertlib.utils.devices`: Where tensors live and how they are computed: the device, the CPU threads, mixed precision, moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
+- `bertlib.utils.environment`: What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, and the machine it runs on.
+- `bertlib.utils.processes`: The training process and its peers: the process group that `torchrun` describes (this process's rank among how many), Ctrl-C or SIGTERM turned into a request that the training loop honours between steps, and the error it raises once it has (`TrainingInterrupted`).
+- `bertlib.viz.widget`: The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and HTML export."""
 
 __version__ = "0.2.0"
 
 # The names a user reaches for, imported on first use (PEP 562), so that `import bertlib` stays light and a
 # name needs only its own module's dependencies.
 _PUBLIC = {
-    "BertConfig": "config",
-    "PRESETS": "config",
-    "BertModel": "model",
-    "BertForPreTraining": "model",
-    "ElectraForPreTraining": "electra",
-    "BertForSequenceClassification": "heads",
-    "BertForTokenClassification": "heads",
-    "BertForQuestionAnswering": "heads",
-    "TrainConfig": "train_config",
-    "PretrainConfig": "train_config",
-    "FinetuneConfig": "train_config",
-    "DistilConfig": "train_config",
-    "load_wikitext2": "data",
-    "wikitext_documents": "data",
-    "train_tokenizer": "tokenizer",
-    "train_wikitext_tokenizer": "tokenizer",
-    "load_tokenizer": "tokenizer",
-    "save_tokenizer": "tokenizer",
-    "PretrainingDataset": "pretraining_data",
-    "pretraining_dataloader": "pretraining_data",
-    "load_run": "runs",
-    "load_model": "model_factory",
-    "RunError": "runs",
-    "fit": "trainer",
-    "pretrain": "pretraining",
-    "course_configs": "course",
-    "finetune": "finetuning",
-    "predict": "finetuning",
-    "distil": "distillation",
-    "evaluate_run": "evaluate",
-    "fill_mask": "evaluate",
-    "validation_metrics": "evaluate",
-    "evaluate_electra_run": "electra_evaluate",
-    "to_transformers": "interop",
-    "from_transformers": "interop",
-    "save_pretrained_hf": "hf_folders",
-    "load_hf_encoder": "hf_folders",
-    "load_task": "tasks",
-    "quick_mode": "environment",
+    "BertConfig": "model.config",
+    "PRESETS": "model.config",
+    "BertModel": "model.bert",
+    "BertForPreTraining": "model.bert",
+    "ElectraForPreTraining": "model.electra",
+    "BertForSequenceClassification": "model.heads",
+    "BertForTokenClassification": "model.heads",
+    "BertForQuestionAnswering": "model.heads",
+    "TrainConfig": "train.settings",
+    "PretrainConfig": "train.settings",
+    "FinetuneConfig": "train.settings",
+    "DistilConfig": "train.settings",
+    "load_wikitext2": "data.wikitext",
+    "wikitext_documents": "data.wikitext",
+    "train_tokenizer": "data.tokenizer",
+    "train_wikitext_tokenizer": "data.tokenizer",
+    "load_tokenizer": "data.tokenizer",
+    "save_tokenizer": "data.tokenizer",
+    "PretrainingDataset": "data.pretraining",
+    "pretraining_dataloader": "data.pretraining",
+    "load_run": "train.runs",
+    "load_model": "train.factory",
+    "RunError": "train.runs",
+    "fit": "train.loop",
+    "pretrain": "recipes.pretrain",
+    "course_configs": "recipes.course",
+    "finetune": "recipes.finetune",
+    "predict": "recipes.finetune",
+    "distil": "recipes.distil",
+    "evaluate_run": "evaluation.scores",
+    "fill_mask": "evaluation.scores",
+    "validation_metrics": "evaluation.scores",
+    "evaluate_electra_run": "evaluation.electra",
+    "to_transformers": "hf.interop",
+    "from_transformers": "hf.interop",
+    "save_pretrained_hf": "hf.folders",
+    "load_hf_encoder": "hf.folders",
+    "load_task": "tasks.load",
+    "quick_mode": "utils.environment",
 }
 __all__ = ["__version__", *_PUBLIC]
 

@@ -1,5 +1,5 @@
 """`python -m bertlib`: the command line."""
 
-from bertlib.cli import main
+from bertlib.cli.main import main
 
 raise SystemExit(main())

@@ -13,9 +13,9 @@ import datetime
 
 from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-from bertlib.checkpoints import checkpoints
-from bertlib.evaluate import evaluate_run
-from bertlib.runs import load_run, read_metrics
+from bertlib.evaluation.scores import evaluate_run
+from bertlib.train.checkpoints import checkpoints
+from bertlib.train.runs import load_run, read_metrics
 
 RUN = ROOT / "models" / "course-mini"
 # how the run was made: the command of experiments/gpu/session2.sh, on the machine its log names

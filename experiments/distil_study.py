@@ -1,6 +1,6 @@
 """Distillation at work (issue 17): a student of half the course model's layers, distilled from `models/course-mini`
-with DistilBERT's loss (`bertlib.distillation`), against its teacher: size, CPU speed, validation perplexity, and SST-2
-accuracy after the fine-tuning study's `sst2-1k` plan (the teacher's comes from that study's result file, made
+with DistilBERT's loss (`bertlib.recipes.distil`), against its teacher: size, CPU speed, validation perplexity, and
+SST-2 accuracy after the fine-tuning study's `sst2-1k` plan (the teacher's comes from that study's result file, made
 with the same settings and seed).
 
 Hand-written; not part of the library. `run` writes `distil_study/results/student.json` (the run folders go to
@@ -24,13 +24,13 @@ from pathlib import Path
 import torch
 from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-from bertlib.devices import eval_mode
-from bertlib.distillation import distil, teacher_layers
-from bertlib.evaluate import evaluate_run, evaluation_loader
-from bertlib.finetuning import SELECTION_METRIC, finetune
-from bertlib.model_factory import load_model
-from bertlib.runs import load_run
-from bertlib.train_config import DistilConfig, FinetuneConfig
+from bertlib.evaluation.scores import evaluate_run, evaluation_loader
+from bertlib.recipes.distil import distil, teacher_layers
+from bertlib.recipes.finetune import SELECTION_METRIC, finetune
+from bertlib.train.factory import load_model
+from bertlib.train.runs import load_run
+from bertlib.train.settings import DistilConfig, FinetuneConfig
+from bertlib.utils.devices import eval_mode
 
 HERE = ROOT / "experiments" / "distil_study"
 TEACHER = ROOT / "models" / "course-mini"

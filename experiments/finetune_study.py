@@ -1,7 +1,7 @@
 """What pre-training is worth: every task fine-tuned from the course model (`models/course-mini`) and from the
 same architecture with random weights, under the same budget, with several seeds where runs are cheap.
 
-Hand-written; not part of the library. Each run is one `bertlib.finetuning.finetune` call into
+Hand-written; not part of the library. Each run is one `bertlib.recipes.finetune.finetune` call into
 `experiments/finetune_study/runs/<name>` (ignored by git); its result (the best validation over the epochs,
 minutes, machine) goes to `finetune_study/results/<name>.json`. `--report` turns the results into
 `finetune_study/README.md` and the README's `finetune` section; no number in either is typed by hand.
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
 
-from bertlib.finetuning import SELECTION_METRIC, finetune
-from bertlib.runs import load_run
-from bertlib.train_config import FinetuneConfig, default_seq_len
+from bertlib.recipes.finetune import SELECTION_METRIC, finetune
+from bertlib.train.runs import load_run
+from bertlib.train.settings import FinetuneConfig, default_seq_len
 
 HERE = ROOT / "experiments" / "finetune_study"
 SOURCE = ROOT / "models" / "course-mini"

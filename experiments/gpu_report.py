@@ -15,7 +15,7 @@ import statistics
 
 from study import ROOT, output_options, parse, read_json, update_readme
 
-from bertlib.runs import read_metrics
+from bertlib.train.runs import read_metrics
 
 RESULTS = ROOT / "docs" / "results" / "gpu"
 SESSIONS = {

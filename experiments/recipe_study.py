@@ -3,7 +3,7 @@ the README's main command as it was before this study (`python -m bertlib pretra
 sequences of up to 128 tokens, about 3.9M training tokens).
 
 Hand-written; not part of the library. Every run is one recipe (a name in `RECIPES`) at one budget, measured in
-training tokens as a share of that command's (`BUDGETS`), trained by the library's loop (`bertlib.trainer.fit`,
+training tokens as a share of that command's (`BUDGETS`), trained by the library's loop (`bertlib.train.loop.fit`,
 BERT's short-first schedule as its `Phase`s) with the plateau's probes as a hook. Each run writes
 `recipe_study/results/<recipe>@<budget>.json`; `python experiments/recipe_report.py` turns those files into the
 study's README, its figures and the README's block.
@@ -17,7 +17,7 @@ study's README, its figures and the README's block.
 The switches the library lacks are small and local: NSP off (the library's MLM-only objective on sentence
 pairs), sin/cos initialisation of the position embeddings, and cheap probes of the plateau (agreement with the
 unigram distribution; attention entropy, attention to the previous token and to [CLS]/[SEP], from
-`bertlib.viz.head_entropy` and `head_scores`).
+`bertlib.viz.attention.head_entropy` and `head_scores`).
 """
 
 from __future__ import annotations
@@ -37,18 +37,18 @@ import torch
 from study import ROOT, output_options, parse, provenance, read_json, write_json
 from tokenizers import Tokenizer
 
-from bertlib.batching import Phase
-from bertlib.config import BertConfig
-from bertlib.corpus import wikitext_corpus
-from bertlib.devices import eval_mode
-from bertlib.evaluate import evaluation_loader, unigram_baseline, validation_metrics
-from bertlib.model import BertForPreTraining
-from bertlib.objectives import MaskedLM, MaskedLMAndNSP
-from bertlib.pretraining import pretraining_data
-from bertlib.tokenizer import CLS, SEP, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_wikitext_tokenizer
-from bertlib.train_config import PretrainConfig
-from bertlib.trainer import Loop, fit
-from bertlib.viz import AttentionMaps, head_entropy, head_scores
+from bertlib.data.batching import Phase
+from bertlib.data.corpus import wikitext_corpus
+from bertlib.data.tokenizer import CLS, SEP, SPECIAL_TOKENS, load_tokenizer, save_tokenizer, train_wikitext_tokenizer
+from bertlib.evaluation.scores import evaluation_loader, unigram_baseline, validation_metrics
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.recipes.objectives import MaskedLM, MaskedLMAndNSP
+from bertlib.recipes.pretrain import pretraining_data
+from bertlib.train.loop import Loop, fit
+from bertlib.train.settings import PretrainConfig
+from bertlib.utils.devices import eval_mode
+from bertlib.viz.attention import AttentionMaps, head_entropy, head_scores
 
 HERE = ROOT / "experiments" / "recipe_study"
 # the main command before this study; "default" keeps meaning it whatever the library's defaults become
@@ -184,14 +184,14 @@ def objective(recipe: Recipe) -> MaskedLMAndNSP | MaskedLM:
 
 
 def phases(data) -> list[Phase]:
-    "The training data of `bertlib.pretraining.pretraining_data` as phases (one, unless the recipe is short-first)."
+    "The training data of `bertlib.recipes.pretrain.pretraining_data` as phases (one, unless short-first)."
     return data if isinstance(data, list) else [Phase(data)]
 
 
 # ---------------------------------------------------------------------------------------------- probes
 def unigram_log_probs(train_ids: np.ndarray, vocab_size: int) -> torch.Tensor:
     """Log-frequencies of the training tokens, add-one smoothed: the distribution of the guesser whose scores
-    `bertlib.evaluate.unigram_baseline` returns (that function returns the scores only)."""
+    `bertlib.evaluation.scores.unigram_baseline` returns (that function returns the scores only)."""
     counts = torch.from_numpy(np.bincount(train_ids, minlength=vocab_size)).double() + 1
     return (counts / counts.sum()).log().float()
 
@@ -212,9 +212,9 @@ def word_ids(tokens: list[str]) -> list[int | None]:
 def plateau_probes(model: BertForPreTraining, batches: list[dict], tokenizer: Tokenizer, unigram: torch.Tensor) -> dict:
     """How much the MLM predictions look like the unigram distribution, and what attention does: KL(model ||
     unigram) per masked token, the share of masked tokens whose top prediction is the corpus's most frequent
-    token or one of its 10 most frequent, the attention entropy per layer in bits (`bertlib.viz.head_entropy`, a
-    mean over heads), the largest mean attention any head puts on the previous token and the mean attention to
-    [CLS] and [SEP] per layer (`bertlib.viz.head_scores`)."""
+    token or one of its 10 most frequent, the attention entropy per layer in bits
+    (`bertlib.viz.attention.head_entropy`, a mean over heads), the largest mean attention any head puts on the
+    previous token and the mean attention to [CLS] and [SEP] per layer (`bertlib.viz.attention.head_scores`)."""
     kl = mode = top10 = n = 0.0
     frequent = unigram.topk(10).indices
     maps = []

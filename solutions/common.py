@@ -24,11 +24,11 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from bertlib import BertForPreTraining, PretrainingDataset, load_model, pretraining_dataloader, quick_mode
-from bertlib.batching import set_epoch
-from bertlib.corpus import TokenizedCorpus, wikitext_corpus
-from bertlib.packed_data import PackedDataset
-from bertlib.pretraining_data import PaddingCollator
-from bertlib.tokenizer import load_tokenizer
+from bertlib.data.batching import set_epoch
+from bertlib.data.corpus import TokenizedCorpus, wikitext_corpus
+from bertlib.data.packed import PackedDataset
+from bertlib.data.pretraining import PaddingCollator
+from bertlib.data.tokenizer import load_tokenizer
 
 QUICK = quick_mode()
 ROOT = Path(__file__).resolve().parents[1]

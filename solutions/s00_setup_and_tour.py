@@ -9,7 +9,7 @@ from collections import Counter
 from common import header, run_all
 
 from bertlib import load_wikitext2
-from bertlib.data import parse_heading, restore_joiners, split_documents
+from bertlib.data.wikitext import parse_heading, restore_joiners, split_documents
 
 # tokens that end an abbreviation in WikiText's tokenised text, where the full stop became a token of its own
 ABBREVIATIONS = ("Jr", "St", "Mt", "No", "Co", "Dr", "Mr", "Lt")

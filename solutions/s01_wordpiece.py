@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 from common import QUICK, header, run_all
 
 from bertlib import load_wikitext2, train_tokenizer
-from bertlib.data import split_documents
-from bertlib.tokenizer import CONTINUATION, SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece, word_frequencies
+from bertlib.data.tokenizer import CONTINUATION, SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece, word_frequencies
+from bertlib.data.wikitext import split_documents
 
 
 def _paragraphs(split: str, rows: int | None = None) -> list[str]:
@@ -43,7 +43,7 @@ def exercise_1() -> None:
 def train_wordpiece_incremental(
     word_freqs: dict[str, int], vocab_size: int, rule: str = "count"
 ) -> tuple[list[str], list[tuple[str, str]]]:
-    """`bertlib.tokenizer.train_wordpiece`, with the counts updated after each merge only for the words that held
+    """`bertlib.data.tokenizer.train_wordpiece`, with the counts updated after each merge only for the words that held
     the merged pair, instead of recounted over every word. Same rules, same ties, so the same vocabulary."""
     splits = {w: [w[0]] + [CONTINUATION + c for c in w[1:]] for w in word_freqs}
     vocab = list(SPECIAL_TOKENS) + sorted({p for pieces in splits.values() for p in pieces})

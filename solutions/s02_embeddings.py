@@ -24,7 +24,7 @@ from common import (
 )
 
 from bertlib import BertConfig, BertForPreTraining
-from bertlib.embeddings import BertEmbeddings
+from bertlib.model.embeddings import BertEmbeddings
 
 
 def exercise_1() -> None:

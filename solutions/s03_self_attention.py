@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from common import header, run_all
 
 from bertlib import BertConfig, BertForPreTraining
-from bertlib.attention import MultiHeadSelfAttention, attention_bias, explicit_attention
+from bertlib.model.attention import MultiHeadSelfAttention, attention_bias, explicit_attention
 
 
 def exercise_1() -> None:

@@ -12,7 +12,7 @@ from common import header, parameters, run_all
 from torch import nn
 
 from bertlib import BertConfig
-from bertlib.encoder import BertEncoder, init_bert_weights
+from bertlib.model.encoder import BertEncoder, init_bert_weights
 
 
 def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[list[float], list[float]]:

@@ -11,9 +11,9 @@ import torch
 from common import QUICK, documents, header, mean_mlm_loss, pair_batches, run_all, static_batches, tokenizer, train
 
 from bertlib import BertConfig, BertForPreTraining, PretrainingDataset
-from bertlib.batching import LengthGroupedSampler, padding_waste
-from bertlib.packed_data import PackedDataset
-from bertlib.tokenizer import MASK_ID, SPECIAL_IDS
+from bertlib.data.batching import LengthGroupedSampler, padding_waste
+from bertlib.data.packed import PackedDataset
+from bertlib.data.tokenizer import MASK_ID, SPECIAL_IDS
 
 MAX_PREDICTIONS = 20  # Google's max_predictions_per_seq for sequences of 128
 
@@ -122,7 +122,7 @@ def exercise_3() -> None:
 
 
 def exercise_4() -> None:
-    "RoBERTa's packed rows (bertlib.packed_data, notebook 11) against NSP pairs of the same text."
+    "RoBERTa's packed rows (bertlib.data.packed, notebook 11) against NSP pairs of the same text."
     header("exercise 4: packed full-length rows without NSP, against pairs")
     docs = documents("train", 60)
     pairs = PretrainingDataset(docs, tokenizer(), 128, seed=0)

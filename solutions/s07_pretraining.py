@@ -10,7 +10,7 @@ from common import QUICK, documents, header, mean_mlm_loss, pair_batches, run_al
 from torch import nn
 
 from bertlib import BertConfig, BertForPreTraining, PretrainConfig, PretrainingDataset
-from bertlib.objectives import train as library_train
+from bertlib.recipes.objectives import train as library_train
 
 PRESET, STEPS, BATCH, LENGTH = ("tiny", 20, 8, 64) if QUICK else ("mini", 1000, 16, 128)
 

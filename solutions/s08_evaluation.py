@@ -13,8 +13,8 @@ from common import QUICK, corpus, course_model, header, run_all
 from torch.utils.data import DataLoader
 
 from bertlib import PretrainingDataset, fill_mask, pretraining_dataloader, validation_metrics
-from bertlib.evaluate import EVAL_SEED, unigram_baseline
-from bertlib.viz import attention_maps
+from bertlib.evaluation.scores import EVAL_SEED, unigram_baseline
+from bertlib.viz.attention import attention_maps
 
 BATCHES = 4 if QUICK else None  # batches of 64 validation pairs; None: the whole split
 

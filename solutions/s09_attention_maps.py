@@ -10,8 +10,8 @@ import torch
 from common import QUICK, course_model, documents, header, pair_batches, run_all, train
 
 from bertlib import BertForPreTraining, load_wikitext2
-from bertlib.data import split_documents
-from bertlib.viz import PATTERNS, AttentionMaps, attention_maps, head_entropy, head_scores
+from bertlib.data.wikitext import split_documents
+from bertlib.viz.attention import PATTERNS, AttentionMaps, attention_maps, head_entropy, head_scores
 
 
 def sentences() -> list[str]:

@@ -14,11 +14,11 @@ from common import COURSE_MODEL, QUICK, corpus, course_model, header, output_dir
 from torch.utils.data import DataLoader
 
 from bertlib import BertForSequenceClassification, FinetuneConfig, finetune, load_task
-from bertlib.finetune_data import encode_task
-from bertlib.packed_data import PackedDataset
-from bertlib.pretraining_data import PaddingCollator
-from bertlib.task_examples import TASKS
-from bertlib.tasks import quick_slice
+from bertlib.data.packed import PackedDataset
+from bertlib.data.pretraining import PaddingCollator
+from bertlib.tasks.examples import TASKS
+from bertlib.tasks.features import encode_task
+from bertlib.tasks.load import quick_slice
 
 SST2_TRAIN, SST2_EVAL = (256, 128) if QUICK else (8000, None)
 

@@ -12,8 +12,8 @@ import torch
 from common import QUICK, course_model, documents, header, mean_mlm_loss, packed_batches, run_all, static_packed, train
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
-from bertlib.distillation import distillation_losses, student_from_teacher
-from bertlib.electra_evaluate import rtd_metrics
+from bertlib.evaluation.electra import rtd_metrics
+from bertlib.recipes.distil import distillation_losses, student_from_teacher
 
 STEPS, BATCH, LENGTH = (10, 4, 64) if QUICK else (1500, 16, 128)
 

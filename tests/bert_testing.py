@@ -11,9 +11,9 @@ import torch.multiprocessing as mp
 import transformers
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from bertlib import interop
-from bertlib.config import BertConfig
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
+from bertlib.hf import interop
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
+from bertlib.model.config import BertConfig
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 CLS, SEP = 2, 3

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertlib.corpus import wikitext_corpus
-from bertlib.data import load_wikitext2
-from bertlib.environment import resolve_data_dir
-from bertlib.tokenizer import save_tokenizer, train_wikitext_tokenizer
+from bertlib.data.corpus import wikitext_corpus
+from bertlib.data.tokenizer import save_tokenizer, train_wikitext_tokenizer
+from bertlib.data.wikitext import load_wikitext2
+from bertlib.utils.environment import resolve_data_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))

@@ -7,9 +7,9 @@ import torch
 import transformers
 from bert_testing import small_config
 
-from bertlib import interop
-from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.model import BertForPreTraining
+from bertlib.hf import interop
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
 
 def count(model: torch.nn.Module) -> int:

@@ -4,7 +4,7 @@ import transformers
 from bert_testing import small_config
 from transformers.models.bert import modeling_bert
 
-from bertlib.attention import MultiHeadSelfAttention, attention_bias, explicit_attention
+from bertlib.model.attention import MultiHeadSelfAttention, attention_bias, explicit_attention
 
 
 def layer_and_inputs(heads: int, hidden: int, batch: int, seq: int, seed: int = 0):

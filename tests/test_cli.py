@@ -8,9 +8,9 @@ import pytest
 import torch
 import transformers
 
-from bertlib.cli import main
-from bertlib.runs import read_metrics
-from bertlib.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from bertlib.cli.main import main
+from bertlib.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from bertlib.train.runs import read_metrics
 
 
 def test_prepare_trains_and_saves_a_tokenizer(tmp_path, capsys):
@@ -111,8 +111,8 @@ def test_fill_mask_and_export_hf_load_in_transformers(run, tmp_path, capsys):
 
 
 def fill_mask_top(run, text):
-    from bertlib.evaluate import fill_mask
-    from bertlib.model_factory import load_model
+    from bertlib.evaluation.scores import fill_mask
+    from bertlib.train.factory import load_model
 
     model, tokenizer = load_model(run)
     return fill_mask(model, tokenizer, text)[0][0][0]

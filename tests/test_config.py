@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bertlib.config import PRESETS, BertConfig
+from bertlib.model.config import PRESETS, BertConfig
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bertlib import data
-from bertlib.data import (
+from bertlib.data import wikitext as data
+from bertlib.data.wikitext import (
     corpus_stats,
     load_wikitext2,
     parse_heading,
@@ -15,8 +15,8 @@ from bertlib.data import (
     split_sentences,
     wikitext_documents,
 )
-from bertlib.environment import quick_mode
-from bertlib.files import atomic_write
+from bertlib.utils.environment import quick_mode
+from bertlib.utils.files import atomic_write
 
 
 def _write_split(root, config, split, rows):

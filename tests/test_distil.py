@@ -10,8 +10,9 @@ import torch
 import transformers
 from bert_testing import make_batch, small_config, spawn_group
 
-from bertlib.cli import main
-from bertlib.distillation import (
+from bertlib.cli.main import main
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
+from bertlib.recipes.distil import (
     Distillation,
     distil,
     distillation_losses,
@@ -19,10 +20,9 @@ from bertlib.distillation import (
     student_from_teacher,
     teacher_layers,
 )
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.pretraining import pretrain
-from bertlib.runs import RunError, create_run
-from bertlib.train_config import DistilConfig, FinetuneConfig, PretrainConfig
+from bertlib.recipes.pretrain import pretrain
+from bertlib.train.runs import RunError, create_run
+from bertlib.train.settings import DistilConfig, FinetuneConfig, PretrainConfig
 
 
 def test_the_student_takes_evenly_spread_layers():

@@ -11,16 +11,16 @@ from bert_testing import make_batch, small_config, spawn_group
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
-from bertlib import interop
-from bertlib.checkpoints import load_weights, save_checkpoint
-from bertlib.cli import main
-from bertlib.electra import ElectraForPreTraining, generator_config, replace_tokens
-from bertlib.electra_evaluate import rtd_metrics
-from bertlib.heads import BertForSequenceClassification
-from bertlib.model import IGNORE_INDEX
-from bertlib.objectives import train
-from bertlib.packed_data import PackedDataset
-from bertlib.train_config import PretrainConfig
+from bertlib.cli.main import main
+from bertlib.data.packed import PackedDataset
+from bertlib.evaluation.electra import rtd_metrics
+from bertlib.hf import interop
+from bertlib.model.bert import IGNORE_INDEX
+from bertlib.model.electra import ElectraForPreTraining, generator_config, replace_tokens
+from bertlib.model.heads import BertForSequenceClassification
+from bertlib.recipes.objectives import train
+from bertlib.train.checkpoints import load_weights, save_checkpoint
+from bertlib.train.settings import PretrainConfig
 
 
 def test_replaced_labels_count_a_sample_equal_to_the_original_as_original():
@@ -156,7 +156,7 @@ def test_two_processes_train_it(fast_tokenizer):
 
 
 def test_scores_are_reproducible(fast_tokenizer):
-    from bertlib.evaluate import evaluation_loader
+    from bertlib.evaluation.scores import evaluation_loader
 
     loader = evaluation_loader("validation", fast_tokenizer, batch_size=4, max_seq_len=32)
     torch.manual_seed(0)

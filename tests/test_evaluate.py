@@ -1,4 +1,5 @@
-"""Tests of bertlib.evaluate (validation metrics, baselines, token scores, fill-mask) against direct computations."""
+"""Tests of bertlib.evaluation.scores (validation metrics, baselines, token scores, fill-mask) against direct
+computations."""
 
 import math
 
@@ -7,12 +8,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from bertlib.config import BertConfig
-from bertlib.corpus import encode_corpus
-from bertlib.evaluate import fill_mask, token_scores, unigram_baseline, validation_metrics
-from bertlib.model import BertForPreTraining
-from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
-from bertlib.tokenizer import train_tokenizer
+from bertlib.data.corpus import encode_corpus
+from bertlib.data.pretraining import PretrainingDataset, pretraining_dataloader
+from bertlib.data.tokenizer import train_tokenizer
+from bertlib.evaluation.scores import fill_mask, token_scores, unigram_baseline, validation_metrics
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
 
 TEXTS = [
     ["the cat sat on the mat .", "the dog ate the bone .", "a bird sang in the tree ."],

@@ -1,5 +1,5 @@
-"""Fine-tuning (bertlib.finetune_data, bertlib.finetuning, the `finetune` and `predict` commands): inputs equal to
-what HF's tokenizer makes (pair truncation, word alignment, QA windows with a stride), span search and window
+"""Fine-tuning (bertlib.tasks.features, bertlib.recipes.finetune, the `finetune` and `predict` commands): inputs equal
+to what HF's tokenizer makes (pair truncation, word alignment, QA windows with a stride), span search and window
 stitching on hand-made cases, a fine-tuned run that keeps its best checkpoint and resumes, and an exported
 model that predicts the same through transformers' pipelines as through bertlib."""
 
@@ -12,10 +12,15 @@ import torch
 import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
-from bertlib import hf_folders
-from bertlib.checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
-from bertlib.cli import main
-from bertlib.finetune_data import (
+from bertlib.cli.main import main
+from bertlib.data.pretraining import PaddingCollator
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.hf import folders as hf_folders
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
+from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification
+from bertlib.recipes.finetune import TaskObjective, finetune, predict
+from bertlib.tasks.examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
+from bertlib.tasks.features import (
     best_spans,
     encode_classification,
     encode_tagging,
@@ -24,15 +29,10 @@ from bertlib.finetune_data import (
     truncate_pair,
     word_predictions,
 )
-from bertlib.finetuning import TaskObjective, finetune, predict
-from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.model_factory import load_model
-from bertlib.pretraining_data import PaddingCollator
-from bertlib.runs import create_run, load_run, read_metrics, trained_length
-from bertlib.task_examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
-from bertlib.tokenizer import add_bert_post_processor
-from bertlib.train_config import FinetuneConfig, PretrainConfig
+from bertlib.train.checkpoints import best_checkpoint, checkpoints, load_training_state, save_checkpoint
+from bertlib.train.factory import load_model
+from bertlib.train.runs import create_run, load_run, read_metrics, trained_length
+from bertlib.train.settings import FinetuneConfig, PretrainConfig
 
 WORDS = "the cat sat on a mat while dogs barked loudly at strangers passing by , and then".split()
 

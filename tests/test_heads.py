@@ -1,4 +1,4 @@
-"""The fine-tuning heads (bertlib.heads) against HF transformers' heads with the same weights, their conversion
+"""The fine-tuning heads (bertlib.model.heads) against HF transformers' heads with the same weights, their conversion
 both ways, the pipelines of an exported model, and loading an HF checkpoint's encoder."""
 
 import pytest
@@ -6,10 +6,11 @@ import torch
 import transformers
 from bert_testing import make_batch, small_config, wordpiece_tokenizer
 
-from bertlib import hf_folders, interop
-from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.tokenizer import add_bert_post_processor
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.hf import folders as hf_folders
+from bertlib.hf import interop
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
+from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
 LABELS = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
 

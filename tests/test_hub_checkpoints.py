@@ -8,10 +8,11 @@ import transformers
 from bert_testing import make_batch
 from hub_layouts import GOOGLE_SPECIALS, LAYOUTS, SIZES, google_vocab
 
-from bertlib import hf_folders, interop
-from bertlib.cli import main
-from bertlib.config import BertConfig
-from bertlib.model_factory import load_model
+from bertlib.cli.main import main
+from bertlib.hf import folders as hf_folders
+from bertlib.hf import interop
+from bertlib.model.config import BertConfig
+from bertlib.train.factory import load_model
 
 LABELS = 3
 

@@ -6,9 +6,10 @@ import transformers
 from bert_testing import make_batch, model_pair, small_config, wordpiece_tokenizer
 from tokenizers import Tokenizer, models
 
-from bertlib import hf_folders, interop
-from bertlib.config import BertConfig
-from bertlib.model import BertForPreTraining
+from bertlib.hf import folders as hf_folders
+from bertlib.hf import interop
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
 
 
 def test_round_trips_are_exact():

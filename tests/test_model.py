@@ -6,10 +6,10 @@ import torch.nn.functional as F
 import transformers
 from bert_testing import make_batch, model_pair, small_config
 
-from bertlib import interop
-from bertlib.config import BertConfig
-from bertlib.encoder import BertEncoder, init_bert_weights
-from bertlib.model import IGNORE_INDEX, BertForPreTraining, BertModel
+from bertlib.hf import interop
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining, BertModel
+from bertlib.model.config import BertConfig
+from bertlib.model.encoder import BertEncoder, init_bert_weights
 
 # (config overrides, batch, seq): odd sizes, one layer and one head, the shortest and the longest input
 CONFIGS = {

@@ -1,5 +1,5 @@
 """The objectives after BERT's (issue 16): RoBERTa's packed full-length sequences with dynamic masks
-(bertlib.packed_data) and the MLM-only loss, through the same `pretrain` run folders as BERT's objective; and
+(bertlib.data.packed) and the MLM-only loss, through the same `pretrain` run folders as BERT's objective; and
 ALBERT's sentence-order prediction pairs."""
 
 import json
@@ -9,15 +9,16 @@ import pytest
 import torch
 from bert_testing import spawn_group, wordpiece_tokenizer
 
-from bertlib.config import BertConfig
-from bertlib.model import IGNORE_INDEX, BertForPreTraining, head_index
-from bertlib.objectives import MaskedLM, MaskedLMAndNSP, train
-from bertlib.packed_data import PackedDataset
-from bertlib.pretraining import pretrain
-from bertlib.pretraining_data import PretrainingDataset, create_nsp_examples
-from bertlib.runs import load_run
-from bertlib.tokenizer import add_bert_post_processor
-from bertlib.train_config import PretrainConfig
+from bertlib.data.packed import PackedDataset
+from bertlib.data.pairs import create_nsp_examples
+from bertlib.data.pretraining import PretrainingDataset
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining, head_index
+from bertlib.model.config import BertConfig
+from bertlib.recipes.objectives import MaskedLM, MaskedLMAndNSP, train
+from bertlib.recipes.pretrain import pretrain
+from bertlib.train.runs import load_run
+from bertlib.train.settings import PretrainConfig
 
 
 @pytest.fixture(scope="module")

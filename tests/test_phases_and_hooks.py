@@ -1,23 +1,23 @@
-"""The training loop's seams (bertlib.trainer): data phases (BERT's short-then-long length schedule), hooks that a
+"""The training loop's seams (bertlib.train.loop): data phases (BERT's short-then-long length schedule), hooks that a
 study plugs in instead of copying the loop, and the records' tokens and training seconds; and the recipe that
 `python -m bertlib pretrain` chooses when told nothing."""
 
 import pytest
 import torch
 
-import bertlib.pretraining
-from bertlib.batching import Phase, phase_ends
-from bertlib.checkpoints import checkpoints
-from bertlib.cli import main
-from bertlib.config import BertConfig
-from bertlib.corpus import encode_corpus
-from bertlib.data import load_wikitext2, split_documents
-from bertlib.model import BertForPreTraining
-from bertlib.objectives import train
-from bertlib.pretraining_data import PretrainingDataset
-from bertlib.runs import read_metrics
-from bertlib.tokenizer import train_tokenizer
-from bertlib.train_config import PretrainConfig, TrainConfig
+import bertlib.recipes.pretrain
+from bertlib.cli.main import main
+from bertlib.data.batching import Phase, phase_ends
+from bertlib.data.corpus import encode_corpus
+from bertlib.data.pretraining import PretrainingDataset
+from bertlib.data.tokenizer import train_tokenizer
+from bertlib.data.wikitext import load_wikitext2, split_documents
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.recipes.objectives import train
+from bertlib.train.checkpoints import checkpoints
+from bertlib.train.runs import read_metrics
+from bertlib.train.settings import PretrainConfig, TrainConfig
 
 SHORT, LONG = 32, 64
 
@@ -92,7 +92,7 @@ def test_records_count_tokens_and_training_seconds(small):
 
 def test_pretraining_data_makes_the_long_phase_from_the_settings(fast_tokenizer):
     cfg = PretrainConfig(max_steps=10, max_seq_len=SHORT, long_seq_len=LONG, long_share=0.2)
-    data, valid = bertlib.pretraining.pretraining_data(cfg, fast_tokenizer)
+    data, valid = bertlib.recipes.pretrain.pretraining_data(cfg, fast_tokenizer)
     assert [(p.dataset.max_seq_len, p.share) for p in data] == [(SHORT, 0.8), (LONG, 0.2)]
     assert valid.dataset.max_seq_len == SHORT  # validation stays at the training length, comparable across runs
     assert max(data[1].dataset.lengths()) > SHORT >= max(data[0].dataset.lengths())
@@ -101,7 +101,7 @@ def test_pretraining_data_makes_the_long_phase_from_the_settings(fast_tokenizer)
     with pytest.raises(ValueError, match="long_seq_len cannot go with a time budget"):
         PretrainConfig(time_budget=60, long_seq_len=512)
     with pytest.raises(ValueError, match="long_seq_len=64 is longer than the model's max_position_embeddings=32"):
-        bertlib.pretraining.check_settings(BertConfig(max_position_embeddings=SHORT), cfg)
+        bertlib.recipes.pretrain.check_settings(BertConfig(max_position_embeddings=SHORT), cfg)
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def recipes_seen(monkeypatch):
     "The (model config, settings) each `pretrain` command hands to the recipe, which does not run."
     seen = []
     monkeypatch.setattr(
-        bertlib.pretraining, "pretrain", lambda out, model_config, cfg, **_: seen.append((model_config, cfg)) or []
+        bertlib.recipes.pretrain, "pretrain", lambda out, model_config, cfg, **_: seen.append((model_config, cfg)) or []
     )
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "a test GPU")
     return seen
@@ -154,7 +154,9 @@ def test_a_target_perplexity_ends_the_run_at_the_first_validation_that_reaches_i
         device="cpu",
         target_perplexity=1e9,
     )  # any validation reaches it
-    records = bertlib.pretraining.pretrain(tmp_path / "run", model, cfg, tokenizer=fast_tokenizer, show_progress=False)
+    records = bertlib.recipes.pretrain.pretrain(
+        tmp_path / "run", model, cfg, tokenizer=fast_tokenizer, show_progress=False
+    )
     assert records[-1]["step"] == 3 and records[-1]["split"] == "validation"
     assert checkpoints(tmp_path / "run")[-1].name == "step-0000003"
     assert PretrainConfig(target_perplexity=25.0).target_perplexity == 25.0

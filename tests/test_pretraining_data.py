@@ -1,4 +1,4 @@
-"""Tests of bertlib.pretraining_data: the corpus cache, NSP pairs, MLM masking and batching."""
+"""Tests of bertlib.data.pretraining: the corpus cache, NSP pairs, MLM masking and batching."""
 
 import random
 import signal
@@ -13,20 +13,20 @@ from hypothesis import strategies as st
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DistributedSampler
 
-from bertlib.batching import LengthGroupedSampler, padding_waste, set_epoch
-from bertlib.corpus import encode_corpus
-from bertlib.data import load_wikitext2, split_documents
-from bertlib.model import IGNORE_INDEX
-from bertlib.pretraining_data import (
+from bertlib.data.batching import LengthGroupedSampler, padding_waste, set_epoch
+from bertlib.data.corpus import encode_corpus
+from bertlib.data.pairs import create_nsp_examples
+from bertlib.data.pretraining import (
     PaddingCollator,
     PretrainingDataset,
     build_inputs,
     continuation_table,
-    create_nsp_examples,
     mask_tokens,
     pretraining_dataloader,
 )
-from bertlib.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_IDS, train_tokenizer
+from bertlib.data.tokenizer import CLS_ID, MASK_ID, PAD_ID, SEP_ID, SPECIAL_IDS, train_tokenizer
+from bertlib.data.wikitext import load_wikitext2, split_documents
+from bertlib.model.bert import IGNORE_INDEX
 
 
 @pytest.fixture(scope="session")

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 import torch
 
-import bertlib.checkpoints as checkpoints_module
-import bertlib.runs as runs_module
-from bertlib.checkpoints import checkpoints, save_checkpoint
-from bertlib.cli import main
-from bertlib.config import BertConfig
-from bertlib.model import BertForPreTraining
-from bertlib.objectives import train
-from bertlib.pretraining_data import PretrainingDataset
-from bertlib.runs import NonFiniteLoss, RunError, read_metrics
-from bertlib.train_config import TrainConfig
+import bertlib.train.checkpoints as checkpoints_module
+import bertlib.train.runs as runs_module
+from bertlib.cli.main import main
+from bertlib.data.pretraining import PretrainingDataset
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.recipes.objectives import train
+from bertlib.train.checkpoints import checkpoints, save_checkpoint
+from bertlib.train.runs import NonFiniteLoss, RunError, read_metrics
+from bertlib.train.settings import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "1", "--num-workers", "0"]

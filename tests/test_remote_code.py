@@ -13,15 +13,16 @@ import torch
 import transformers
 from bert_testing import make_batch, small_config, wordpiece_tokenizer
 
-from bertlib import hf_folders, interop
-from bertlib.cli import main
-from bertlib.config import BertConfig
-from bertlib.evaluate import fill_mask
-from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.hf_remote import configuration_bertlib, modeling_bertlib
-from bertlib.model import BertForPreTraining
-from bertlib.model_factory import load_model
-from bertlib.tokenizer import add_bert_post_processor
+from bertlib.cli.main import main
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.evaluation.scores import fill_mask
+from bertlib.hf import folders as hf_folders
+from bertlib.hf import interop
+from bertlib.hf.remote import configuration_bertlib, modeling_bertlib
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertlib.train.factory import load_model
 
 VARIANTS = {  # options on top of small_config that no transformers class holds
     "modern": dict(norm_style="pre", position_embedding_type="rope"),

@@ -1,19 +1,20 @@
 """Rotary position embeddings (`BertConfig.position_embedding_type="rope"`): the rotation's two defining
 properties, and whole models equal to HF RoFormer (masked LM, sparse MLM loss, token and span heads) through
-the export in `bertlib.interop`."""
+the export in `bertlib.hf.interop`."""
 
 import pytest
 import torch
 import transformers
 from bert_testing import small_config, wordpiece_tokenizer
 
-from bertlib import hf_folders, interop
-from bertlib.attention import rotate
-from bertlib.cli import build_parser
-from bertlib.config import BertConfig
-from bertlib.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
-from bertlib.model import IGNORE_INDEX, BertForPreTraining
-from bertlib.tokenizer import add_bert_post_processor
+from bertlib.cli.main import build_parser
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.hf import folders as hf_folders
+from bertlib.hf import interop
+from bertlib.model.attention import rotate
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 
 
 def rope_config(**overrides) -> BertConfig:

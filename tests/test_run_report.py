@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from bertlib.cli import main
-from bertlib.evaluate import evaluate_run
-from bertlib.run_report import PROBES, baseline_scores, on_plateau, run_report
-from bertlib.runs import read_metrics
+from bertlib.cli.main import main
+from bertlib.evaluation.report import PROBES, baseline_scores, on_plateau, run_report
+from bertlib.evaluation.scores import evaluate_run
+from bertlib.train.runs import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
 UNIGRAM = 802.5  # the unigram baseline's validation perplexity with the 8,192-piece tokenizer (README)

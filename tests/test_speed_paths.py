@@ -8,11 +8,11 @@ import torch.nn.functional as F
 from bert_testing import make_batch, small_config
 from conftest import missing_tool
 
-from bertlib.attention import MultiHeadSelfAttention, gather_positions
-from bertlib.config import BertConfig
-from bertlib.embeddings import check_index_range
-from bertlib.encoder import EncoderLayer
-from bertlib.model import IGNORE_INDEX, BertForPreTraining, _head_positions, head_index
+from bertlib.model.attention import MultiHeadSelfAttention, gather_positions
+from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining, _head_positions, head_index
+from bertlib.model.config import BertConfig
+from bertlib.model.embeddings import check_index_range
+from bertlib.model.encoder import EncoderLayer
 
 
 def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -15,17 +15,17 @@ import pytest
 import torch
 import transformers
 
-import bertlib.devices as devices_module
-from bertlib.checkpoints import best_checkpoint, best_validation, checkpoints, save_checkpoint
-from bertlib.cli import main
-from bertlib.config import BertConfig
-from bertlib.finetune_data import squad_windows
-from bertlib.finetuning import SELECTION_METRIC, _keep_best, finetune
-from bertlib.lifecycle import lock_path
-from bertlib.model_factory import build_model
-from bertlib.runs import create_run, load_run, read_metrics
-from bertlib.task_examples import SquadExample
-from bertlib.train_config import FinetuneConfig
+import bertlib.utils.devices as devices_module
+from bertlib.cli.main import main
+from bertlib.model.config import BertConfig
+from bertlib.recipes.finetune import SELECTION_METRIC, _keep_best, finetune
+from bertlib.tasks.examples import SquadExample
+from bertlib.tasks.features import squad_windows
+from bertlib.train.checkpoints import best_checkpoint, best_validation, checkpoints, save_checkpoint
+from bertlib.train.factory import build_model
+from bertlib.train.lifecycle import lock_path
+from bertlib.train.runs import create_run, load_run, read_metrics
+from bertlib.train.settings import FinetuneConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--preset", "tiny", "--batch-size", "8", "--max-seq-len", "64", "--eval-batches", "1", "--num-workers", "0"]
@@ -470,7 +470,7 @@ def test_claim_info_and_help_describe_a_fine_tuning_run(finetuned, capsys):
 
 SLOW_STEP = """
 import hashlib
-from bertlib.processes import stop_signals
+from bertlib.utils.processes import stop_signals
 try:
     with stop_signals() as received:
         print("ready", flush=True)

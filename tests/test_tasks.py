@@ -1,4 +1,4 @@
-"""The fine-tuning tasks (bertlib.tasks) and their scores (bertlib.task_metrics).
+"""The fine-tuning tasks (bertlib.tasks.load) and their scores (bertlib.tasks.metrics).
 
 The real task files come from the local data folder ($BERTLIB_DATA_DIR, or ../shared/data beside the
 repository); nothing is downloaded: the hub branch is tested with `datasets.load_dataset` replaced by a function
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import missing_tool
 
-from bertlib.tasks import (
+from bertlib.tasks.load import (
     CONLL_TAGS,
     QUICK_SIZES,
     RTE_LABELS,
@@ -572,7 +572,7 @@ def test_hub_failure_says_how_to_work_offline(fake_hub):
 
 # ====================================================================================== scores (task_metrics)
 def test_accuracy():
-    from bertlib.task_metrics import accuracy
+    from bertlib.tasks.metrics import accuracy
 
     assert accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
     with pytest.raises(ValueError, match="3 predictions for 2 labels"):
@@ -594,7 +594,7 @@ CUT = [
 
 
 def test_entity_f1_is_low_where_token_accuracy_is_high():
-    from bertlib.task_metrics import entity_scores
+    from bertlib.tasks.metrics import entity_scores
 
     scores = entity_scores(GOLD, CUT)
     assert scores["token_accuracy"] == pytest.approx(0.9)
@@ -603,7 +603,7 @@ def test_entity_f1_is_low_where_token_accuracy_is_high():
 
 
 def test_entity_scores_per_type():
-    from bertlib.task_metrics import entity_report, entity_scores
+    from bertlib.tasks.metrics import entity_report, entity_scores
 
     gold = [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-ORG", "O", "B-LOC", "O", "B-PER"]]
     pred = [["B-PER", "I-PER", "O", "B-LOC", "O"], ["B-ORG", "O", "B-ORG", "O", "O"]]
@@ -622,7 +622,7 @@ def test_entity_scores_per_type():
 
 
 def test_ner_modes_differ_only_on_ill_formed_predictions():
-    from bertlib.task_metrics import entity_scores
+    from bertlib.tasks.metrics import entity_scores
 
     gold = [["O", "B-PER", "I-PER", "O"]]
     starts_with_i = [["O", "I-PER", "I-PER", "O"]]  # not IOB2: conlleval still reads one PER entity
@@ -634,7 +634,7 @@ def test_ner_modes_differ_only_on_ill_formed_predictions():
 
 
 def test_entity_scores_check_their_input():
-    from bertlib.task_metrics import entity_scores
+    from bertlib.tasks.metrics import entity_scores
 
     with pytest.raises(ValueError, match="sentence 1: 3 predicted tags for 2 gold tags"):
         entity_scores([["O"], ["O", "O"]], [["O"], ["O", "O", "O"]])
@@ -661,13 +661,13 @@ def test_entity_scores_check_their_input():
     ],
 )
 def test_squad_normalisation(text, normal):
-    from bertlib.task_metrics import normalize_answer
+    from bertlib.tasks.metrics import normalize_answer
 
     assert normalize_answer(text) == normal
 
 
 def test_squad_exact_match_and_f1_on_known_cases():
-    from bertlib.task_metrics import answer_f1, exact_match
+    from bertlib.tasks.metrics import answer_f1, exact_match
 
     assert exact_match("the Denver Broncos", ["Denver Broncos"]) == 1.0
     assert exact_match("Denver Broncos!", "denver broncos") == 1.0
@@ -685,7 +685,7 @@ def test_squad_exact_match_and_f1_on_known_cases():
 
 
 def test_squad_scores_average_over_questions():
-    from bertlib.task_metrics import squad_scores
+    from bertlib.tasks.metrics import squad_scores
 
     def example(qid, *answers):
         return SquadExample(qid, "T", "ctx", "q?", tuple(Answer(a, 0) for a in answers))
@@ -704,7 +704,7 @@ def test_squad_scores_average_over_questions():
 
 
 def test_task_scores_dispatch_on_the_task(task_data):
-    from bertlib.task_metrics import task_scores
+    from bertlib.tasks.metrics import task_scores
 
     dev = load_rte("validation", task_data)
     assert task_scores("rte", [e.label for e in dev], dev) == {"accuracy": 1.0}

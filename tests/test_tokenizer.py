@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tokenizers import normalizers, pre_tokenizers
 
-from bertlib.tokenizer import (
+from bertlib.data.tokenizer import (
     SPECIAL_TOKENS,
     WordPieceTokenizer,
     load_tokenizer,
@@ -209,7 +209,7 @@ def test_word_frequencies():
 def test_training_is_reproducible_across_processes():
     # the Rust trainer breaks ties in a per-process hash order; train_tokenizer must hide that
     script = (
-        "from bertlib.tokenizer import train_tokenizer; import sys; "
+        "from bertlib.data.tokenizer import train_tokenizer; import sys; "
         "texts = [f'word{i % 97} piece{i % 13}x{i % 7} lobster' for i in range(3000)]; "
         "sys.stdout.write(train_tokenizer(texts, vocab_size=300).to_str())"
     )

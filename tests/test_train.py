@@ -1,6 +1,6 @@
-"""Tests of the training loop (bertlib.trainer), the pre-training recipe (bertlib.objectives, bertlib.pretraining)
-and run folders (bertlib.runs, bertlib.checkpoints): learning, schedules, resuming, atomic checkpoints and DDP
-equality."""
+"""Tests of the training loop (bertlib.train.loop), the pre-training recipe (bertlib.recipes.objectives,
+bertlib.recipes.pretrain) and run folders (bertlib.train.runs, bertlib.train.checkpoints): learning, schedules,
+resuming, atomic checkpoints and DDP equality."""
 
 import os
 import socket
@@ -11,19 +11,19 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
-import bertlib.checkpoints as checkpoints_module
-from bertlib.checkpoints import checkpoints, load_checkpoint, save_checkpoint
-from bertlib.config import BertConfig
-from bertlib.corpus import encode_corpus
-from bertlib.data import load_wikitext2, split_documents
-from bertlib.evaluate import validation_metrics
-from bertlib.model import BertForPreTraining
-from bertlib.objectives import train
-from bertlib.pretraining_data import PretrainingDataset, pretraining_dataloader
-from bertlib.runs import RunError, read_metrics
-from bertlib.tokenizer import train_tokenizer
-from bertlib.train_config import TrainConfig
-from bertlib.trainer import configure_optimizer, lr_factor
+import bertlib.train.checkpoints as checkpoints_module
+from bertlib.data.corpus import encode_corpus
+from bertlib.data.pretraining import PretrainingDataset, pretraining_dataloader
+from bertlib.data.tokenizer import train_tokenizer
+from bertlib.data.wikitext import load_wikitext2, split_documents
+from bertlib.evaluation.scores import validation_metrics
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
+from bertlib.recipes.objectives import train
+from bertlib.train.checkpoints import checkpoints, load_checkpoint, save_checkpoint
+from bertlib.train.loop import configure_optimizer, lr_factor
+from bertlib.train.runs import RunError, read_metrics
+from bertlib.train.settings import TrainConfig
 
 SEQ = 64
 

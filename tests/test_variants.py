@@ -10,8 +10,8 @@ import torch
 import transformers
 from bert_testing import small_config
 
-from bertlib.cli import main
-from bertlib.model import BertForPreTraining
+from bertlib.cli.main import main
+from bertlib.model.bert import BertForPreTraining
 
 VARIANTS = {  # switches on top of the tiny preset; the HF class its pre-training model loads as
     "rope": (["--position-embedding-type", "rope"], "RoFormerForMaskedLM"),

@@ -1,5 +1,5 @@
-"""bertlib.viz and bertlib.widget: the pictures show exactly the model's attentions, the widget follows its controls,
-pairs mark their boundary, the longest inputs render in every view, and saved files are self-contained and
+"""bertlib.viz.attention and bertlib.viz.widget: the pictures show exactly the model's attentions, the widget follows
+its controls, pairs mark their boundary, the longest inputs render in every view, and saved files are self-contained and
 reproducible."""
 
 import base64
@@ -12,10 +12,10 @@ import pytest
 import torch
 from bert_testing import wordpiece_tokenizer
 
-from bertlib.config import BertConfig
-from bertlib.model import BertForPreTraining, BertModel
-from bertlib.tokenizer import add_bert_post_processor
-from bertlib.viz import (
+from bertlib.data.tokenizer import add_bert_post_processor
+from bertlib.model.bert import BertForPreTraining, BertModel
+from bertlib.model.config import BertConfig
+from bertlib.viz.attention import (
     AttentionMaps,
     attention_maps,
     head_entropy,
@@ -28,7 +28,7 @@ from bertlib.viz import (
     select_attention,
     stack_attentions,
 )
-from bertlib.widget import VIEWS, attention_widget
+from bertlib.viz.widget import VIEWS, attention_widget
 
 TEXT_A, TEXT_B = "the big cat sat on the mat", "a small dog jumped quickly over the log"
 
@@ -138,8 +138,8 @@ def test_the_longest_inputs_render_in_every_view(model, tokenizer):
 
 def test_viz_imports_without_ipywidgets_and_the_widget_says_what_is_missing():
     script = (
-        "import sys; sys.modules['ipywidgets'] = None; import bertlib.viz\n"
-        "try:\n    import bertlib.widget\nexcept ImportError as err:\n    print(err)"
+        "import sys; sys.modules['ipywidgets'] = None; import bertlib.viz.attention\n"
+        "try:\n    import bertlib.viz.widget\nexcept ImportError as err:\n    print(err)"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert "pip install 'bertlib[notebooks]'" in out

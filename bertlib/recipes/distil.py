@@ -1,0 +1,194 @@
+"""The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a
+pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the
+teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain
+`BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
+
+Written by hand; notebook 12 presents it.
+"""
+
+__all__ = ["teacher_layers", "student_from_teacher", "distillation_losses", "Distillation", "load_teacher", "distil"]
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer
+from torch import nn
+
+from ..data.tokenizer import PAD, PAD_ID
+from ..evaluation.scores import validation_metrics
+from ..model.bert import IGNORE_INDEX, BertForPreTraining
+from ..train.factory import load_model
+from ..train.lifecycle import open_run
+from ..train.loop import fit
+from ..train.runs import RunError, load_run
+from ..train.settings import SOFT_TARGETS, DistilConfig, FinetuneConfig
+from ..utils.checks import check_choice
+from .objectives import MaskedLM, freeze_nsp
+from .pretrain import check_settings, pretraining_data
+
+LAYERS = "bert.encoder.layers."
+
+
+def teacher_layers(teacher: int, student: int) -> list[int]:
+    """The teacher's layers that a student of `student` layers starts from: spread evenly, the first and the last
+    included (DistilBERT's 0, 2, 4, 7, 9, 11 of BERT-base's 12, every other layer); one layer takes the first."""
+    if not 1 <= student <= teacher:
+        raise ValueError(
+            f"student_layers={student} is not valid; a student of a {teacher}-layer teacher has 1 to {teacher} layers"
+        )
+    return [0] if student == 1 else [round(i * (teacher - 1) / (student - 1)) for i in range(student)]
+
+
+def student_from_teacher(teacher: BertForPreTraining, num_layers: int | None = None) -> BertForPreTraining:
+    """A student of `num_layers` layers (default: half the teacher's) holding copies of the teacher's embeddings,
+    heads and the layers `teacher_layers` picks."""
+    config = teacher.config
+    if config.share_layers:
+        raise ValueError(
+            "the teacher shares one layer across its depth (ALBERT), so a student has no layers to pick "
+            "from; distil a model with a layer per depth"
+        )
+    picked = teacher_layers(config.num_hidden_layers, num_layers or max(1, config.num_hidden_layers // 2))
+    student = BertForPreTraining(replace(config, num_hidden_layers=len(picked)))
+    state = teacher.state_dict()
+
+    def source(key: str) -> str:
+        if not key.startswith(LAYERS):
+            return key
+        index, rest = key.removeprefix(LAYERS).split(".", 1)
+        return f"{LAYERS}{picked[int(index)]}.{rest}"
+
+    student.load_state_dict({key: state[source(key)].clone() for key in student.state_dict()})
+    return student.to(next(teacher.parameters()).device)
+
+
+def distillation_losses(
+    student: nn.Module,
+    teacher: nn.Module,
+    batch: dict[str, torch.Tensor],
+    temperature: float,
+    soft_targets: str = "all",
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """DistilBERT's three losses on an MLM batch, unweighted: the KL divergence from the teacher's predictions to
+    the student's, both softened by `temperature`, times its square (so that its gradients keep their size as the
+    temperature changes), a mean over every real token (`soft_targets="all"`, DistilBERT's default) or over the
+    masked ones ("masked", its `--restrict_ce_to_mask`); the student's MLM loss (a mean over the masked tokens);
+    and the cosine loss 1 - cos between the two models' last hidden states (a mean over real tokens)."""
+    check_choice("soft_targets", soft_targets, SOFT_TARGETS)
+    inputs = dict(
+        token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
+    )  # no labels: predictions and final vectors at every position
+    out = student(batch["input_ids"], **inputs)
+    with torch.no_grad():
+        target = teacher(batch["input_ids"], **inputs)
+    masked, real = batch["labels"] != IGNORE_INDEX, batch["attention_mask"] == 1
+    rows = real if soft_targets == "all" else masked
+    log_p = F.log_softmax(out.prediction_logits[rows].float() / temperature, dim=-1)
+    log_q = F.log_softmax(target.prediction_logits[rows].float() / temperature, dim=-1)
+    soft = F.kl_div(log_p, log_q, log_target=True, reduction="sum") / max(1, len(log_p)) * temperature**2
+    mlm = F.cross_entropy(
+        out.prediction_logits[masked].float(), batch["labels"][masked], reduction="sum"
+    ) / masked.sum().clamp(min=1)  # 0, not NaN, for a batch without masked tokens
+    cos = 1 - F.cosine_similarity(out.hidden_states[-1][real].float(), target.hidden_states[-1][real].float(), dim=-1)
+    return soft, mlm, cos.mean()
+
+
+class Distillation(MaskedLM):
+    """DistilBERT's objective for the training loop: `distillation_losses` weighted by `cfg`'s alphas. The loop
+    adds up the parts it is given, so they are logged with their weights (`weighted_...`); validation scores the
+    student's MLM as in any run."""
+
+    parts = ("weighted_soft_loss", "weighted_mlm_loss", "weighted_cos_loss")
+
+    def __init__(self, teacher: BertForPreTraining, cfg: DistilConfig, pad_token_id: int = PAD_ID):
+        super().__init__(pad_token_id)
+        self.teacher = teacher.eval().requires_grad_(False)  # a fixed target: no dropout, no gradients
+        self.temperature, self.soft_targets = cfg.temperature, cfg.soft_targets
+        self.weights = (cfg.alpha_ce, cfg.alpha_mlm, cfg.alpha_cos)
+
+    def counts(self, batch: dict[str, torch.Tensor]) -> tuple[int, int, int]:
+        masked, real = super().counts(batch)[0], int(batch["attention_mask"].sum())
+        return real if self.soft_targets == "all" else masked, masked, real
+
+    def losses(self, model: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        self.teacher.to(batch["input_ids"].device)  # the loop moves the student only
+        parts = distillation_losses(model, self.teacher, batch, self.temperature, self.soft_targets)
+        return tuple(weight * part for weight, part in zip(self.weights, parts, strict=True))
+
+
+def load_teacher(run_dir: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
+    "A pre-training run's model (its newest checkpoint) and tokenizer; a `RunError` for a run that cannot teach."
+    cfg = load_run(run_dir)[1]
+    if isinstance(cfg, FinetuneConfig):
+        raise RunError(
+            f"{run_dir} is a fine-tuning run ({cfg.task}); the teacher must be a pre-training run, whose "
+            f"MLM head gives the soft targets"
+        )
+    if getattr(cfg, "objective", None) == "electra":
+        raise RunError(
+            f"{run_dir} is an ELECTRA run, whose discriminator has no MLM head to learn from; give a BERT "
+            f"pre-training run as the teacher"
+        )
+    return load_model(run_dir)
+
+
+def distil(
+    output_dir: str | os.PathLike,
+    cfg: DistilConfig | None = None,
+    *,
+    data_dir: str | None = None,
+    resume: bool = False,
+    on_log: Callable[[dict], None] | None = None,
+    show_progress: bool = True,
+) -> list[dict]:
+    """Distil the pre-training run `cfg.teacher` into a student (`student_from_teacher`) trained on WikiText-2 in
+    the run folder `output_dir`, and return the metric records; validation scores the student's MLM.
+
+    A new run needs an `output_dir` that does not exist or is empty; the student gets the teacher's tokenizer.
+    `resume=True` continues the run from its newest checkpoint with its saved settings (`cfg` may change only
+    `RESUMABLE_FIELDS`); the teacher must still be the model it was."""
+    with open_run(output_dir, cfg, DistilConfig, resume, on_log) as run:
+        cfg = run.cfg
+        if not cfg.teacher:
+            raise ValueError("a new distillation run needs cfg.teacher (--teacher): a bertlib pre-training run folder")
+        if resume and not Path(cfg.teacher).exists():
+            raise RunError(
+                f"the teacher {cfg.teacher} that {run.run_dir / 'config.json'} records is not there; if it "
+                f"moved, say where it is now with --teacher (cfg.teacher)"
+            )
+        if cfg.max_steps is None and cfg.epochs is None:
+            raise ValueError(
+                "a distillation run is as long as --max-steps or --epochs says; a time budget is not supported"
+            )
+        teacher, tokenizer = load_teacher(cfg.teacher)
+        student = student_from_teacher(teacher, cfg.student_layers)
+        check_settings(student.config, cfg)
+        if resume and student.config != run.model_config:
+            raise RunError(
+                f"the teacher {cfg.teacher} is no longer the model {run.run_dir} was distilled from; "
+                f"restore it or start a new run"
+            )
+        tokenizer = run.tokenizer or tokenizer
+        run.record(student.config, cfg, tokenizer)
+        data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
+        if on_log is not None and not resume:
+            picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
+            on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})
+        freeze_nsp(student)  # the NSP head and pooler stay the teacher's
+        evaluate = partial(validation_metrics, loader=valid_loader, max_batches=cfg.eval_batches)
+        return fit(
+            student,
+            data,
+            Distillation(teacher, cfg, tokenizer.token_to_id(PAD)),
+            cfg,
+            evaluate=evaluate,
+            run_dir=run.run_dir,
+            resume=resume,
+            on_log=on_log,
+            show_progress=show_progress,
+        )

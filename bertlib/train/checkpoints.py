@@ -1,0 +1,199 @@
+"""Checkpoints of a run: the weights and the training state of one step, written atomically with a SHA-256 checksum
+of each file, rotated so that a kill never leaves a listed, broken one, and read back checked.
+
+    checkpoints/step-0001000/
+      model.safetensors      the weights (all that evaluation, fill-mask and export need), a tensor that several
+                             modules share (ELECTRA's embeddings) stored once
+      training_state.pt      optimiser, schedule, step and data position (what resuming needs)
+      checksums.json         SHA-256 of the two files, checked when they are read
+
+Written by hand: production plumbing that notebook 07 uses but does not show in full.
+"""
+
+__all__ = [
+    "CHECKPOINT_PREFIX",
+    "checkpoint_step",
+    "checkpoints",
+    "save_checkpoint",
+    "load_weights",
+    "load_training_state",
+    "load_checkpoint",
+    "write_checksums",
+    "latest_checkpoint",
+    "best_checkpoint",
+    "best_validation",
+]
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+from safetensors.torch import save_model as save_safetensors
+from torch import nn
+
+from ..utils.files import atomic_write, fsync_dir
+from .runs import RunError
+
+CHECKPOINT_PREFIX = "step-"
+WEIGHTS, TRAINING_STATE, CHECKSUMS = "model.safetensors", "training_state.pt", "checksums.json"
+
+
+def _fsync_tree(folder: Path) -> None:
+    for file in folder.iterdir():
+        with open(file, "rb") as f:
+            os.fsync(f.fileno())
+    fsync_dir(folder)
+
+
+def checkpoint_step(checkpoint: Path) -> int:
+    "The step of a checkpoint folder, from its name."
+    return int(checkpoint.name.removeprefix(CHECKPOINT_PREFIX))
+
+
+def checkpoints(run_dir: str | os.PathLike) -> list[Path]:
+    "The complete checkpoints of a run (a step folder with its weights and checksums), oldest first."
+    folder = Path(run_dir) / "checkpoints"
+    found = folder.glob(f"{CHECKPOINT_PREFIX}*") if folder.is_dir() else []
+    return sorted(
+        p
+        for p in found
+        if p.name[len(CHECKPOINT_PREFIX) :].isdigit() and (p / WEIGHTS).is_file() and (p / CHECKSUMS).is_file()
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_checksums(folder: Path) -> None:
+    "Record the SHA-256 of every file of a checkpoint folder in its `checksums.json`."
+    sums = {f.name: _sha256(f) for f in sorted(folder.iterdir()) if f.name != CHECKSUMS}
+    atomic_write(folder / CHECKSUMS, json.dumps(sums, indent=1) + "\n")
+
+
+def _remove(folder: Path) -> None:
+    "Delete a folder so that no half-deleted copy is ever listed: rename it out of the way first (atomic)."
+    trash = folder.with_name(f".trash-{folder.name}")
+    shutil.rmtree(trash, ignore_errors=True)
+    os.rename(folder, trash)
+    fsync_dir(folder.parent)
+    shutil.rmtree(trash)
+
+
+def save_checkpoint(
+    run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int, keep: int = 2
+) -> Path:
+    """Write `model`'s weights and `training_state` as checkpoint `step`, atomically and with checksums, then
+    delete all but the newest `keep` checkpoints."""
+    folder = Path(run_dir) / "checkpoints"
+    final = folder / f"{CHECKPOINT_PREFIX}{step:07d}"
+    tmp = folder / f".tmp-{final.name}"
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
+    for trash in folder.glob(".trash-*"):  # left by a crash while deleting
+        shutil.rmtree(trash, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
+    torch.save(training_state, tmp / TRAINING_STATE)
+    write_checksums(tmp)
+    _fsync_tree(tmp)
+    if final.exists():  # the same step saved again (e.g. a resumed run that stopped right after saving)
+        _remove(final)
+    os.rename(tmp, final)
+    fsync_dir(folder)
+    for old in checkpoints(run_dir)[:-keep]:
+        _remove(old)
+    return final
+
+
+def _verified(checkpoint: Path, name: str) -> Path:
+    "The path of a checkpoint's file, after checking it against the checksum recorded when it was written."
+    path = checkpoint / name
+    try:
+        expected = json.loads((checkpoint / CHECKSUMS).read_text(encoding="utf-8"))[name]
+        actual = _sha256(path)
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise _unreadable(checkpoint, err) from err
+    if actual != expected:
+        raise RunError(
+            f"checkpoint {checkpoint}: {name} does not match its checksum (the file is damaged); "
+            f"delete it (the whole step folder) to fall back to the previous checkpoint"
+        )
+    return path
+
+
+def _unreadable(checkpoint: Path, err: Exception) -> RunError:
+    return RunError(
+        f"checkpoint {checkpoint} is unreadable ({type(err).__name__}: {str(err)[:120]}); "
+        f"delete it to fall back to the previous checkpoint"
+    )
+
+
+def load_weights(checkpoint: Path, model: nn.Module) -> None:
+    "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
+    path = _verified(checkpoint, WEIGHTS)
+    try:
+        weights = load_file(path)
+    except (OSError, SafetensorError) as err:
+        raise _unreadable(checkpoint, err) from err
+    try:
+        _fill(model, weights)
+    except RuntimeError as err:
+        raise RunError(
+            f"checkpoint {checkpoint} does not fit the model of config.json ({str(err)[:160]}); was config.json edited?"
+        ) from err
+
+
+def _fill(model: nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    # not safetensors' load_model: its older versions refuse a float16 file for a float32 model, where
+    # load_state_dict casts. A tensor that several names share was saved under one of them; loading it fills all.
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    own = model.state_dict()
+    loaded = {own[name].data_ptr() for name in weights if name in own}
+    unfilled = [name for name in missing if own[name].data_ptr() not in loaded]
+    if unfilled or unexpected:
+        raise RuntimeError(f"missing {unfilled[:3]}, unexpected {unexpected[:3]}")
+
+
+def load_training_state(checkpoint: Path) -> dict:
+    "A checkpoint's optimiser, schedule, step and data position, for resuming."
+    path = _verified(checkpoint, TRAINING_STATE)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as err:
+        raise _unreadable(checkpoint, err) from err
+
+
+def load_checkpoint(checkpoint: Path, model: nn.Module) -> dict:
+    "Load a checkpoint's weights into `model` and return its training state (what resuming needs)."
+    load_weights(checkpoint, model)
+    return load_training_state(checkpoint)
+
+
+def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
+    "The newest complete checkpoint of a run."
+    found = checkpoints(run_dir)
+    if not found:
+        raise RunError(f"{run_dir} has no checkpoint yet; wait for the first one or resume the run")
+    return found[-1]
+
+
+def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
+    "The checkpoint of a fine-tuning run's best validation so far, or None."
+    found = checkpoints(Path(run_dir) / "best")
+    return found[-1] if found else None
+
+
+def best_validation(run_dir: str | os.PathLike) -> dict | None:
+    "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
+    found = best_checkpoint(run_dir)
+    return None if found is None else load_training_state(found)

@@ -1,0 +1,260 @@
+"""Run folders on disk: the configuration, the tokenizer and `metrics.jsonl` of a training run, written so that a
+crash never leaves a broken file, and read back with clear errors (`RunError`; `NonFiniteLoss` when a run meets a
+loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.train.checkpoints`'.
+
+    runs/<name>/
+      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
+                               (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
+                               student: "recipe": "distil" and a DistilConfig)
+      tokenizer.json, vocab.txt
+      metrics.jsonl            one JSON object per logged step or validation
+      loss_curve.png           (`bertlib.viz.attention.plot_metrics`)
+      checkpoints/step-0001000/   (`bertlib.train.checkpoints`)
+      best/checkpoints/step-0000300/   a fine-tuning run's best validation so far
+
+Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
+"""
+
+__all__ = [
+    "RUN_FORMAT",
+    "RECIPES",
+    "RunError",
+    "NonFiniteLoss",
+    "read_metrics",
+    "write_metrics",
+    "is_run_folder",
+    "write_run_config",
+    "check_new_run",
+    "create_run",
+    "check_vocabulary",
+    "load_run",
+    "RESUMABLE_FIELDS",
+    "MOVABLE_FIELDS",
+    "absolute_references",
+    "resumed_config",
+    "trained_length",
+]
+
+import dataclasses
+import json
+import os
+import shutil
+from pathlib import Path
+
+from tokenizers import Tokenizer
+
+from ..data.tokenizer import load_tokenizer, save_tokenizer
+from ..model.config import BertConfig
+from ..utils.files import atomic_write, fsync_dir
+from .settings import DistilConfig, FinetuneConfig, PretrainConfig
+
+RunConfig = PretrainConfig | FinetuneConfig | DistilConfig
+RECIPES = {PretrainConfig: "pretrain", FinetuneConfig: "finetune", DistilConfig: "distil"}  # the command of each
+
+RUN_FORMAT = 1
+
+
+class RunError(Exception):
+    "A problem with a run folder that the user can fix; the message says how."
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    "The records of a `metrics.jsonl`, skipping a last line cut short by a crash."
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    # a damaged byte spoils its line only: it becomes U+FFFD, the line no longer parses and is skipped
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            records.append(record)
+    return records
+
+
+def write_metrics(path: str | os.PathLike, records: list[dict]) -> None:
+    "Replace a `metrics.jsonl` with `records`, atomically (a resumed run drops what came after its checkpoint)."
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def is_run_folder(path: str | os.PathLike) -> bool:
+    "Whether `path` is a bertlib run folder: a `config.json` of bertlib's (or a damaged one, beside checkpoints)."
+    path = Path(path)
+    try:
+        return "format" in json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except (OSError, ValueError, TypeError):
+        return (path / "checkpoints").is_dir()
+
+
+MAKERS = "`python -m bertlib pretrain`, `distil` or `finetune` with --output-dir DIR"  # the commands that make runs
+
+
+def _read_run_config(run_dir: Path) -> dict:
+    path = run_dir / "config.json"
+    if not run_dir.is_dir():
+        raise RunError(
+            f"no run folder {run_dir}"
+            + (" (it is a file)" if run_dir.exists() else "")
+            + f"; runs are made by {MAKERS}"
+        )
+    if not path.exists():
+        raise RunError(f"{run_dir} is not a bertlib run (no config.json); runs are made by {MAKERS}")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(saved, dict):
+            raise TypeError(f"it holds a JSON {type(saved).__name__}, not an object")
+        if saved.get("format") != RUN_FORMAT:
+            raise RunError(f"{path} has run format {saved.get('format')!r}; this bertlib reads format {RUN_FORMAT}")
+        training = {recipe: kind for kind, recipe in RECIPES.items()}.get(saved.get("recipe"), PretrainConfig)
+        return {"model": BertConfig.from_dict(saved["model"]), "training": training.from_dict(saved["training"])}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+        raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
+
+
+def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig) -> None:
+    "Write a run's `config.json` (creating the folder if needed)."
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
+    atomic_write(
+        run_dir / "config.json",
+        json.dumps(
+            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2
+        )
+        + "\n",
+    )
+
+
+def check_new_run(run_dir: str | os.PathLike) -> None:
+    """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
+    process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RunError(
+            f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
+            f"continue it, or choose another output folder"
+        )
+    import torch.distributed as dist  # only a torchrun group needs it
+
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> Path:
+    """Make a new run folder with its `config.json` and tokenizer, all at once: the files are written to a
+    temporary folder that is then renamed, so a crash leaves either no run or a whole one."""
+    run_dir = Path(run_dir)
+    tmp = run_dir.with_name(f".tmp-{run_dir.name}")
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
+    save_tokenizer(tokenizer, tmp)
+    write_run_config(tmp, model_config, cfg)
+    fsync_dir(tmp)
+    os.rename(tmp, run_dir)  # replaces an empty folder the user made beforehand, never a full one
+    fsync_dir(run_dir.parent)
+    return run_dir
+
+
+def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
+    "Raise a RunError unless the tokenizer and the model have the same vocabulary size."
+    if tokenizer.get_vocab_size() != config.vocab_size:
+        raise RunError(
+            f"{where}: the tokenizer has {tokenizer.get_vocab_size():,} tokens but the model's vocab_size "
+            f"is {config.vocab_size:,}; use the tokenizer the model was trained with, or set the model's "
+            f"vocab_size to match"
+        )
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
+    "A run's model config, training config and tokenizer, checked against each other."
+    run_dir = Path(run_dir)
+    saved = _read_run_config(run_dir)
+    try:
+        tokenizer = load_tokenizer(run_dir)
+    except Exception as err:  # the tokenizers library raises its own exception types
+        raise RunError(f"{run_dir / 'tokenizer.json'} cannot be loaded ({err}); restore it from a backup") from err
+    check_vocabulary(tokenizer, saved["model"], str(run_dir))
+    return saved["model"], saved["training"], tokenizer
+
+
+# settings a resumed run may change; all others define what is learned and must stay as they were
+RESUMABLE_FIELDS = (
+    "max_steps",
+    "epochs",
+    "log_every",
+    "eval_every",
+    "eval_batches",
+    "save_every",
+    "keep_checkpoints",
+    "device",
+    "compile",
+    "num_workers",
+    "on_nan",
+    "threads",
+)
+# where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
+# anew once the recorded one is gone
+MOVABLE_FIELDS = ("teacher", "source")
+
+
+def absolute_references(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
+    the run resumes from any working directory (a hub id stays as it is)."""
+    local = {
+        name: str(Path(value).resolve())
+        for name in MOVABLE_FIELDS
+        if (value := getattr(cfg, name, None)) and Path(value).exists()
+    }
+    return dataclasses.replace(cfg, **local) if local else cfg
+
+
+def resumed_config(
+    run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
+) -> tuple[BertConfig, RunConfig, Tokenizer]:
+    """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that changes only
+    fields in `RESUMABLE_FIELDS` (or, once the recorded folder is gone, points a `MOVABLE_FIELDS` one anew). `kind` is
+    the settings class the resuming recipe expects. Local references come back absolute (`absolute_references`)."""
+    run_dir = Path(run_dir)
+    model_config, saved_cfg, tokenizer = load_run(run_dir)
+    if not isinstance(saved_cfg, kind):
+        raise RunError(
+            f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
+            f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`"
+        )
+    saved_cfg = absolute_references(saved_cfg)
+    if cfg is None:
+        return model_config, saved_cfg, tokenizer
+    cfg = absolute_references(cfg)
+    changed = {
+        f.name
+        for f in dataclasses.fields(saved_cfg)
+        if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) != getattr(saved_cfg, f.name)
+    }
+    moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
+    if changed - moved:
+        raise RunError(
+            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
+            f"{run_dir / 'config.json'}; start a new run to change them"
+        )
+    return model_config, cfg, tokenizer
+
+
+def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
+    """The longest sequences the source's encoder was trained on, which fine-tuning must not exceed: a bertlib run's
+    training length (`long_seq_len` when it had a long phase), else its whole position table (an HF checkpoint does
+    not record it; Google's BERTs trained their last phase at 512)."""
+    path = Path(source)
+    if not is_run_folder(path):
+        return model_config.max_position_embeddings
+    cfg = load_run(path)[1]
+    return getattr(cfg, "long_seq_len", None) or cfg.max_seq_len or model_config.max_position_embeddings
+
+
+class NonFiniteLoss(RunError):
+    "Raised by `fit` when a loss or gradient norm is not finite: no checkpoint of bad weights is written."
