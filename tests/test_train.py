@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
 
 import bertlib.train.checkpoints as checkpoints_module
+from bertlib.data.batching import make_loader
 from bertlib.data.corpus import encode_corpus
 from bertlib.data.pretraining import PretrainingDataset, pretraining_dataloader
 from bertlib.data.tokenizer import train_tokenizer
@@ -19,11 +20,12 @@ from bertlib.data.wikitext import load_wikitext2, split_documents
 from bertlib.evaluation.scores import validation_metrics
 from bertlib.model.bert import BertForPreTraining
 from bertlib.model.config import BertConfig
-from bertlib.recipes.objectives import train
+from bertlib.recipes.objectives import MaskedLMAndNSP, train
 from bertlib.train.checkpoints import checkpoints, load_checkpoint, save_checkpoint
-from bertlib.train.loop import configure_optimizer, lr_factor
+from bertlib.train.loop import fit
 from bertlib.train.runs import RunError, read_metrics
 from bertlib.train.settings import TrainConfig
+from bertlib.train.step import configure_optimizer, lr_factor, lr_schedule, training_step
 
 SEQ = 64
 
@@ -63,6 +65,28 @@ def test_tiny_model_overfits_a_tiny_corpus(small):
     assert records[0]["mlm_loss"] > 5.0  # ln(600) = 6.4 at the start
     assert scores["mlm_loss"] < 1.0 and scores["mlm_accuracy"] > 0.8, scores
     assert scores["nsp_accuracy"] > 0.9, scores
+
+
+def test_the_notebooks_training_step_and_the_librarys_loop_give_the_same_weights(small):
+    "Notebook 07's `training_step`, run by hand over fit's batches, ends on fit's weights, bit for bit."
+    tokenizer, corpus = small
+    dataset = PretrainingDataset(corpus, tokenizer, SEQ, seed=0)
+    objective = MaskedLMAndNSP()
+    cfg = TrainConfig(max_steps=5, batch_size=16, grad_accum=2, lr=2e-3, warmup_ratio=0.2, device="cpu", seed=4)
+    by_fit, by_hand = tiny_model(tokenizer, dropout=0.0), tiny_model(tokenizer, dropout=0.0)
+    fit(by_fit, dataset, objective, cfg, show_progress=False)
+    optimizer = configure_optimizer(by_hand, cfg.lr, cfg.weight_decay)
+    scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * cfg.max_steps), cfg.max_steps)
+    micro = iter(make_loader(dataset, 8, objective.collate, dataset.lengths, seed=cfg.seed, batches_per_group=2))
+    flush = torch.set_flush_denormal(True)  # as fit does on a CPU
+    try:
+        for _ in range(cfg.max_steps):
+            training_step(by_hand, objective, [next(micro), next(micro)], optimizer, scheduler)
+    finally:
+        torch.set_flush_denormal(not flush)
+    hand, fitted = by_hand.state_dict(), by_fit.state_dict()
+    assert not all(torch.equal(fitted[k], tiny_model(tokenizer).state_dict()[k]) for k in fitted)  # it trained
+    assert all(torch.equal(fitted[k], hand[k]) for k in fitted)
 
 
 def test_lr_factor_equals_transformers_schedules():

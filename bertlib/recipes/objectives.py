@@ -1,4 +1,4 @@
-"""The pre-training objectives for the training loop (`bertlib.train.loop.Objective`): BERT's MLM + NSP on sentence
+"""The pre-training objectives for the training loop (`bertlib.train.step.Objective`): BERT's MLM + NSP on sentence
 pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the
 loop on a model with the objective its data calls for, scored on a validation loader.
 
