@@ -44,14 +44,14 @@ class NewModules:
             owner = re.search(rf"^{re.escape(_HEADER)}(.*)\.$", text or "", re.M)
             if text is not None and owner is None:
                 raise ValueError(f"{path} is written by hand; a notebook cannot export to it")
+            if not cells[-1].source.endswith("\n"):
+                cells[-1].source += "\n"  # nbdev appends the cells and ends the file without a newline
             if owner and owner.group(1) != to_nb:
                 continue  # another notebook's module: nbdev appends to it
             docstring = _take_docstring(cells[0])
             path.parent.mkdir(parents=True, exist_ok=True)
             head = f'"""{docstring}"""\n\n' if docstring else ""
             path.write_text(f"{head}{_HEADER}{to_nb}.\n\n# %% auto #0\n__all__ = []\n", encoding="utf-8")
-            if not cells[-1].source.endswith("\n"):
-                cells[-1].source += "\n"  # nbdev appends the cells and ends the file without a newline
 
 
 def _take_docstring(cell) -> str:

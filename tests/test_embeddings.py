@@ -4,7 +4,8 @@ import transformers
 from bert_testing import make_batch, small_config
 from transformers.models.bert import modeling_bert
 
-from bertlib.model.embeddings import BertEmbeddings, check_index_range
+from bertlib.model.embeddings import BertEmbeddings
+from bertlib.model.inputs import check_index_range
 
 
 def hf_embeddings(ours: BertEmbeddings) -> modeling_bert.BertEmbeddings:

@@ -10,6 +10,7 @@ from bertlib.hf import interop
 from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining, BertModel
 from bertlib.model.config import BertConfig
 from bertlib.model.encoder import BertEncoder, init_bert_weights
+from bertlib.model.variants import add_final_norm
 
 # (config overrides, batch, seq): odd sizes, one layer and one head, the shortest and the longest input
 CONFIGS = {
@@ -174,6 +175,8 @@ def test_encoder_equals_torch_transformer_encoder(style):
     config = small_config(norm_style=style, num_hidden_layers=3, layer_norm_eps=1e-5)
     torch.manual_seed(0)
     ours = BertEncoder(config).eval()
+    if style == "pre":  # a Pre-LN stack's last LayerNorm is a variant's part (notebook 11), as in BertModel
+        add_final_norm(ours, config)
     ours.apply(partial(init_bert_weights, std=0.2))
     ref = torch.nn.TransformerEncoder(
         torch.nn.TransformerEncoderLayer(

@@ -11,10 +11,10 @@ from bertlib.cli.main import build_parser
 from bertlib.data.tokenizer import add_bert_post_processor
 from bertlib.hf import folders as hf_folders
 from bertlib.hf import interop
-from bertlib.model.attention import rotate
 from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
 from bertlib.model.config import BertConfig
 from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertlib.model.variants import rotate
 
 
 def rope_config(**overrides) -> BertConfig:

@@ -11,8 +11,8 @@ from conftest import missing_tool
 from bertlib.model.attention import MultiHeadSelfAttention, gather_positions
 from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining, _head_positions, head_index
 from bertlib.model.config import BertConfig
-from bertlib.model.embeddings import check_index_range
 from bertlib.model.encoder import EncoderLayer
+from bertlib.model.inputs import check_index_range
 
 
 def grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -145,7 +145,7 @@ def test_layer_at_some_positions_equals_the_full_layer_there(style):
     mask = torch.tensor([[1] * 9, [1] * 6 + [0] * 3])
     positions = torch.tensor([[0, 3, 8], [0, 1, 5]])
     full, _ = layer(x, mask)
-    part, _ = layer(x, mask, positions=positions)
+    part, _ = layer(x, mask, output_positions=positions)
     assert (gather_positions(full, positions) - part).abs().max() < 1e-6
 
 
@@ -165,7 +165,7 @@ def test_an_all_ones_mask_is_dropped_without_changing_anything():
 
 
 @pytest.mark.parametrize("padded", [False, True])
-def test_sdpa_equals_explicit_attention_with_query_positions(padded):
+def test_sdpa_equals_explicit_attention_with_output_positions(padded):
     config = small_config()
     torch.manual_seed(0)
     attention = MultiHeadSelfAttention(config).eval()
@@ -174,8 +174,8 @@ def test_sdpa_equals_explicit_attention_with_query_positions(padded):
     if padded:
         mask[1, 7:], mask[2, 2:] = 0, 0
     positions = torch.tensor([[0, 5, 10], [0, 2, 6], [0, 1, 1]])
-    fast, _ = attention(x, mask, query_positions=positions)
-    slow, probs = attention(x, mask, output_attentions=True, query_positions=positions)
+    fast, _ = attention(x, mask, output_positions=positions)
+    slow, probs = attention(x, mask, output_attentions=True, output_positions=positions)
     assert probs.shape == (3, config.num_attention_heads, 3, 11)
     assert (fast - slow).abs().max() < 1e-6
     full, _ = attention(x, mask)

@@ -1,12 +1,14 @@
 """Concept diagrams of the course, drawn with matplotlib so that they replay offline and under nbval: the input
 embedding sum (notebook 02), one head's attention with the padding mask (03), the encoder block, Post-LN beside
 Pre-LN (04), the pre-training model and its two heads (05), the four fine-tuning patterns (10), and ELECTRA's
-generator and discriminator (12). Each function returns a `Figure`; nothing here computes a model.
+generator and discriminator (12). Each function returns a `Diagram`, which a notebook shows as a PNG image and
+whose `figure` is the matplotlib `Figure`; nothing here computes a model.
 
 Written by hand; the notebooks draw with it.
 """
 
 __all__ = [
+    "Diagram",
     "embedding_sum",
     "masked_attention",
     "encoder_blocks",
@@ -15,7 +17,9 @@ __all__ = [
     "electra_model",
 ]
 
+import io
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -31,6 +35,18 @@ COLOURS = {
     "head": "#fbd5d5",
     "output": "#fff7cc",
 }
+
+
+@dataclass
+class Diagram:
+    "A drawn figure that Jupyter shows as a PNG image (a bare `Figure` outside pyplot shows only as text)."
+
+    figure: Figure
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
 
 
 def _canvas(width: float, height: float) -> tuple[Figure, Axes]:
@@ -65,7 +81,7 @@ def _up(ax: Axes, x: float, y0: float, y1: float, h: float = 0.42) -> None:
     _arrow(ax, (x, y0 + h / 2), (x, y1 - h / 2))
 
 
-def embedding_sum(tokens: Sequence[str] = ("[CLS]", "my", "dog", "[SEP]", "he", "barks", "[SEP]")) -> Figure:
+def embedding_sum(tokens: Sequence[str] = ("[CLS]", "my", "dog", "[SEP]", "he", "barks", "[SEP]")) -> Diagram:
     """BERT's input (notebook 02): for every token, its token, position and segment embeddings are added, then
     LayerNorm and dropout give the vector the encoder reads. Segment A runs to the first `[SEP]`."""
     step = 1.05
@@ -87,12 +103,12 @@ def embedding_sum(tokens: Sequence[str] = ("[CLS]", "my", "dog", "[SEP]", "he", 
         _arrow(ax, (x, 1.1 - 0.21), (x, 0.62))
     middle = 1.4 + step * (len(tokens) - 1) / 2
     _box(ax, middle, 0.4, "sum  ->  LayerNorm  ->  dropout  ->  one vector per token", "norm", w=step * len(tokens))
-    return fig
+    return Diagram(fig)
 
 
 def masked_attention(
     tokens: Sequence[str] = ("[CLS]", "the", "cat", "sat", "[SEP]", "[PAD]", "[PAD]"), padding: int = 2
-) -> Figure:
+) -> Diagram:
     """One head's attention (notebook 03): each query row spreads weights that sum to 1 over the key columns; the
     padding mask adds minus infinity to the scores of padded keys, so they get weight 0, whatever the query."""
     n = len(tokens)
@@ -117,7 +133,7 @@ def masked_attention(
     ax.text(0.1, 0.3, "rows: queries; columns: keys", fontsize=7.5)
     ax.text(0.1, 0.08, "hatched: padded keys, weight 0 (score + mask = -inf)", fontsize=7.5)
     ax.text(0.1, top + 0.3, "query \\ key", fontsize=8, style="italic")
-    return fig
+    return Diagram(fig)
 
 
 def _block(
@@ -134,7 +150,7 @@ def _block(
     ax.text(x, ys[-1] + 0.45, title, ha="center", fontsize=10, weight="bold")
 
 
-def encoder_blocks() -> Figure:
+def encoder_blocks() -> Diagram:
     """One encoder layer twice (notebook 04): Post-LN as in BERT, LayerNorm after each residual sum, beside Pre-LN,
     LayerNorm before each sub-layer (with one more LayerNorm after the last layer of the stack)."""
     fig, ax = _canvas(6.2, 5.0)
@@ -159,10 +175,10 @@ def encoder_blocks() -> Figure:
     _block(ax, 1.6, "Post-LN (BERT)", post, [(0, 2), (3, 5)])
     _block(ax, 4.6, "Pre-LN", pre, [(0, 3), (3, 6)])
     ax.text(4.6, 0.05, "final LayerNorm after the last layer", ha="center", fontsize=7.5, style="italic")
-    return fig
+    return Diagram(fig)
 
 
-def pretraining_model() -> Figure:
+def pretraining_model() -> Diagram:
     """BERT for pre-training (notebook 05): the body (embeddings, L encoder layers) and two heads, MLM on the
     masked positions (dense, GELU, LayerNorm, then the word embeddings' matrix and a bias) and NSP on the pooled
     `[CLS]` (dense and tanh, then two classes)."""
@@ -186,7 +202,7 @@ def pretraining_model() -> Figure:
     ax.text(3.2, 2.35, "[CLS] vector  |  vectors at the masked positions", ha="center", fontsize=7.5, style="italic")
     _arrow(ax, (5.5, 1.1), (6.15, 3.55), style="-", linestyle=":", connectionstyle="arc3,rad=0.3")
     ax.text(6.2, 2.3, "tied", fontsize=7.5, style="italic")
-    return fig
+    return Diagram(fig)
 
 
 def _pattern(ax: Axes, x0: float, title: str, tokens: Sequence[str], outputs: Sequence[str | None]) -> None:
@@ -202,7 +218,7 @@ def _pattern(ax: Axes, x0: float, title: str, tokens: Sequence[str], outputs: Se
             _arrow(ax, (x, 1.45), (x, 1.99))
 
 
-def finetuning_patterns() -> Figure:
+def finetuning_patterns() -> Diagram:
     """The four fine-tuning patterns (notebook 10): a class for one sentence (SST-2) or a pair (RTE) from `[CLS]`,
     a tag for every word's first piece (CoNLL-2003), and the start and end of an answer span in a paragraph
     (SQuAD)."""
@@ -226,10 +242,10 @@ def finetuning_patterns() -> Figure:
     for title, tokens, outputs in patterns:
         _pattern(ax, x0, title, tokens, outputs)
         x0 += 0.62 * len(tokens) + gap
-    return fig
+    return Diagram(fig)
 
 
-def electra_model() -> Figure:
+def electra_model() -> Diagram:
     """ELECTRA (notebook 12): a small generator fills the masked positions with tokens sampled from its MLM
     predictions; the discriminator reads the result and tells, for every token, whether it is the original or a
     replacement. The two share their embeddings; only the discriminator is kept for fine-tuning."""
@@ -249,4 +265,4 @@ def electra_model() -> Figure:
     ax.text(1.2, 2.8, "MLM loss on the masks", ha="center", fontsize=7.5, style="italic")
     ax.text(4.5, 2.8, "binary loss on every token", ha="center", fontsize=7.5, style="italic")
     ax.text(2.9, 1.55, "shared\nembeddings", ha="center", fontsize=7, style="italic")
-    return fig
+    return Diagram(fig)
