@@ -105,6 +105,7 @@ def test_variants_study(tmp_path, readme, task_data):
     result = json.loads((out / "results" / "bert.json").read_text())
     assert set(result["scores"]) == {"64", "128"} and "rte" in result
     assert (out / "curves.png").exists() and "| `bert` |" in block(readme, "variants")
+    assert "Not run yet, so not in the table: `rope`, `pre-ln`," in block(readme, "variants")
 
 
 def test_course_model_card(tmp_path, readme):
