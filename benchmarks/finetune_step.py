@@ -148,6 +148,8 @@ def time_predict(model: torch.nn.Module, tokenizer, args: argparse.Namespace, de
             "sentences_per_second": {side: len(sentences) / median(t) for side, t in batch.items()},
         },
         "largest_probability_difference": difference,
+        # predict computes as bertlib's evaluation does (bf16 autocast on a GPU); the pipeline in the model's fp32
+        "dtype": {"bertlib": "bf16 autocast" if device.type == "cuda" else "fp32", "transformers": "fp32"},
     }
 
 

@@ -213,6 +213,12 @@ def finetune_text(data: dict[str, Any]) -> str:
     verdict = "met" if step["speedup"] >= target else f"missed by {target - step['speedup']:.2f}"
     ms, batch = pred["one_sentence_ms"], pred["batch"]
     per_second = batch["sentences_per_second"]
+    dtypes = pred.get("dtype", {})  # on a GPU, predict computes in bf16 autocast and the pipeline in fp32
+    mixed = (
+        f" (`bertlib.predict` in {dtypes['bertlib']}, the pipeline in {dtypes['transformers']})"
+        if len(set(dtypes.values())) > 1
+        else ""
+    )
     return "\n".join(
         [
             f"Fine-tuning step, {_machine(data['machine'], data['settings'])}: `BertForSequenceClassification` "
@@ -236,7 +242,7 @@ def finetune_text(data: dict[str, Any]) -> str:
             f"{batch['sentences']:,} sentences the pipeline batches {batch['pipeline_batch_size']} at a time, "
             f"{per_second['transformers']:,.0f} sentences/s, while `bertlib.predict` takes one text per call, "
             f"{per_second['bertlib']:,.0f} sentences/s ({per_second['bertlib'] / per_second['transformers']:.2f}x). "
-            f"Their probabilities agree within {pred['largest_probability_difference']:.0e}.",
+            f"Their probabilities agree within {pred['largest_probability_difference']:.0e}{mixed}.",
             "",
         ]
     )
