@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
-from bertlib.files import atomic_write
+from bertlib.utils.files import atomic_write
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 

@@ -37,11 +37,11 @@ from bench_utils import (  # noqa: E402
     training_step,
     write_results,
 )
+from bertlib.data.batching import make_loader  # noqa: E402
+from bertlib.recipes.finetune import TaskObjective  # noqa: E402
+from bertlib.tasks.features import encode_task  # noqa: E402
 
 import bertlib  # noqa: E402
-from bertlib.batching import make_loader  # noqa: E402
-from bertlib.finetune_data import encode_task  # noqa: E402
-from bertlib.finetuning import TaskObjective  # noqa: E402
 
 TASK = "sst2"
 TARGET_SPEEDUP = 1.5  # bertlib's fine-tuning step against transformers', in tokens/s (issue 33)

@@ -164,7 +164,7 @@ def inference_text(data: dict[str, Any]) -> str:
     return (
         f"Inference, {_machine(data['machine'], data['settings'])}, {data['model']} "
         f"({data['parameters'] / 1e6:.1f}M parameters): fill-mask on one sentence takes "
-        f"{ms['bertlib']:.1f} ms with `bertlib.evaluate.fill_mask` and {ms['transformers']:.1f} ms with "
+        f"{ms['bertlib']:.1f} ms with `bertlib.evaluation.scores.fill_mask` and {ms['transformers']:.1f} ms with "
         f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x); evaluation (MLM loss, "
         f"top-1/top-5, NSP accuracy) runs at {speed['bertlib']:,.0f} tokens/s against "
         f"{speed['transformers']:,.0f} with transformers' dense logits "

@@ -11,6 +11,9 @@ Hand-written; not part of the library.
 import argparse
 import datetime
 
+from bertlib.evaluation.scores import evaluate_run
+from bertlib.train.checkpoints import checkpoints
+from bertlib.train.runs import load_run, read_metrics
 from study import (
     ROOT,
     output_options,
@@ -22,10 +25,6 @@ from study import (
     update_readme,
     write_json,
 )
-
-from bertlib.checkpoints import checkpoints
-from bertlib.evaluate import evaluate_run
-from bertlib.runs import load_run, read_metrics
 
 RUN = ROOT / "models" / "course-mini"
 # how the run was made: the command of experiments/gpu/session2.sh, on the machine its log names

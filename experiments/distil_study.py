@@ -1,5 +1,5 @@
 """Distillation at work (issue 17): a student of half the course model's layers, distilled from `models/course-mini`
-with DistilBERT's loss (`bertlib.distillation`), against its teacher: size, CPU speed, validation perplexity, and SST-2
+with DistilBERT's loss (`bertlib.recipes.distil`), against its teacher: size, CPU speed, validation perplexity, and SST-2
 accuracy after the fine-tuning study's `sst2-1k` plan (the teacher's comes from that study's result file, made
 with the same settings and seed).
 
@@ -22,6 +22,13 @@ from itertools import islice
 from pathlib import Path
 
 import torch
+from bertlib.evaluation.scores import evaluate_run, evaluation_loader
+from bertlib.recipes.distil import distil, teacher_layers
+from bertlib.recipes.finetune import SELECTION_METRIC, finetune
+from bertlib.train.factory import load_model
+from bertlib.train.runs import load_run
+from bertlib.train.settings import DistilConfig, FinetuneConfig
+from bertlib.utils.devices import eval_mode
 from study import (
     ROOT,
     output_options,
@@ -33,14 +40,6 @@ from study import (
     update_readme,
     write_json,
 )
-
-from bertlib.devices import eval_mode
-from bertlib.distillation import distil, teacher_layers
-from bertlib.evaluate import evaluate_run, evaluation_loader
-from bertlib.finetuning import SELECTION_METRIC, finetune
-from bertlib.model_factory import load_model
-from bertlib.runs import load_run
-from bertlib.train_config import DistilConfig, FinetuneConfig
 
 HERE = ROOT / "experiments" / "distil_study"
 TEACHER = ROOT / "models" / "course-mini"

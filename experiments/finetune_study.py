@@ -1,7 +1,7 @@
 """What pre-training is worth: every task fine-tuned from the course model (`models/course-mini`) and from the
 same architecture with random weights, under the same budget, with several seeds where runs are cheap.
 
-Hand-written; not part of the library. Each run is one `bertlib.finetuning.finetune` call into
+Hand-written; not part of the library. Each run is one `bertlib.recipes.finetune.finetune` call into
 `experiments/finetune_study/runs/<name>` (ignored by git); its result (the best validation over the epochs,
 minutes, machine, the training curve) goes to `finetune_study/results/<name>.json`. `--report` turns the results of
 the full-data plans (`FULL_PLANS`) into the README's `finetune` section and `finetune_study/README.md` (with the
@@ -24,6 +24,9 @@ import tomllib
 from dataclasses import asdict
 from pathlib import Path
 
+from bertlib.recipes.finetune import SELECTION_METRIC, finetune
+from bertlib.tasks.load import SQUAD_OFFLINE_EVAL_ARTICLES
+from bertlib.train.settings import FinetuneConfig, default_seq_len
 from study import (
     ROOT,
     MissingResults,
@@ -38,9 +41,6 @@ from study import (
 )
 
 from bertlib import load_run
-from bertlib.finetuning import SELECTION_METRIC, finetune
-from bertlib.tasks import SQUAD_OFFLINE_EVAL_ARTICLES
-from bertlib.train_config import FinetuneConfig, default_seq_len
 
 HERE = ROOT / "experiments" / "finetune_study"
 SOURCE = ROOT / "models" / "course-mini"

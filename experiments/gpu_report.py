@@ -13,9 +13,8 @@ import csv
 import re
 import statistics
 
+from bertlib.train.runs import read_metrics
 from study import ROOT, output_options, parse, read_json, refuse_missing, update_readme
-
-from bertlib.runs import read_metrics
 
 RESULTS = ROOT / "docs" / "results" / "gpu"
 SESSIONS = {

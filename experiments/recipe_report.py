@@ -13,6 +13,7 @@ import argparse
 import math
 from pathlib import Path
 
+from bertlib.train.runs import read_metrics
 from recipe_study import (
     BASELINE,
     BUDGET_TOKENS,
@@ -28,8 +29,6 @@ from recipe_study import (
 )
 from study import ROOT, output_options, parse, read_json, refuse_missing, result_files, update_readme
 
-from bertlib.runs import read_metrics
-
 GPU_RUNS = ROOT / "docs" / "results" / "gpu" / "runs"
 ESCAPE_PPL = 300.0  # a GPU run has left the plateau at its first validation below this perplexity
 
@@ -40,7 +39,7 @@ def load_results(folder: Path) -> list[dict]:
     how = "run `python experiments/recipe_study.py run NAME` first"
     results = [read_json(p) for p in result_files(folder / "results", how=how)]
     for e in (e for r in results for e in r["evaluations"] if "attention_entropy_per_layer" in e):
-        # results from before the probes moved to bertlib.viz recorded the entropy in nats
+        # results from before the probes moved to bertlib.viz.attention recorded the entropy in nats
         e["attention_entropy_bits_per_layer"] = [v / math.log(2) for v in e.pop("attention_entropy_per_layer")]
     return sorted(results, key=lambda r: (list(BUDGETS).index(r["budget"]), order.index(r["recipe"])))
 
@@ -113,7 +112,7 @@ def provenance_note(results: list[dict]) -> str:
     note = (
         f"Each row names the commit that was the HEAD when the run started ({', '.join(f'`{c}`' for c in commits)}; "
         "`-dirty` marks a library or study with uncommitted edits). The rows made at "
-        f"{', '.join(f'`{c}`' for c in fit_rows)} ran on `bertlib.trainer.fit`; the older ones were made by earlier "
+        f"{', '.join(f'`{c}`' for c in fit_rows)} ran on `bertlib.train.loop.fit`; the older ones were made by earlier "
         "versions of this script (on the library's old `bertlib.train`, since removed, or on the trainer's parts), "
         "and the two full-budget rows re-run on `fit` gave every validation of their old rows to the last digit. "
         f"`python experiments/recipe_study.py check` replays the first {CHECK_STEPS} steps of each row with today's "
@@ -439,8 +438,8 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
         f"seq 128, the same masks for every run) at the end; the curves use a fixed subset ({SUBSET_BATCHES * 64} "
         "pairs). One thread; the machine's 2 cores were shared with other sessions' work, so tokens/s (training only, "
         "evaluation excluded) carries that noise. The unigram baseline (every masked token guessed from its "
-        "add-one smoothed train-split frequency, `bertlib.evaluate.unigram_baseline`) scores perplexity "
-        f"{' / '.join(baselines)} on the same tokens. The attention probes are `bertlib.viz.head_entropy` (in "
+        "add-one smoothed train-split frequency, `bertlib.evaluation.scores.unigram_baseline`) scores perplexity "
+        f"{' / '.join(baselines)} on the same tokens. The attention probes are `bertlib.viz.attention.head_entropy` (in "
         "bits) and `head_scores` over the first validation pairs.",
         "",
         provenance_note(results),

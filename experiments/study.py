@@ -14,9 +14,8 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-
-from bertlib.environment import machine
-from bertlib.files import atomic_write
+from bertlib.utils.environment import machine
+from bertlib.utils.files import atomic_write
 
 ROOT = Path(__file__).resolve().parents[1]
 # what a result depends on: a change here that is not committed marks the commit `-dirty`
@@ -43,7 +42,7 @@ def provenance() -> dict:
 
 
 def write_json(path: Path, data: dict) -> Path:
-    "Write `data` as indented JSON, atomically (`bertlib.files.atomic_write`), making the folder if needed."
+    "Write `data` as indented JSON, atomically (`bertlib.utils.files.atomic_write`), making the folder if needed."
     path.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write(path, json.dumps(data, indent=1) + "\n")
 

@@ -21,6 +21,14 @@ from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from bertlib.evaluation.electra import rtd_metrics
+from bertlib.evaluation.scores import evaluation_loader, validation_metrics
+from bertlib.model.config import BertConfig
+from bertlib.recipes.finetune import SELECTION_METRIC, finetune
+from bertlib.recipes.pretrain import pretrain
+from bertlib.tasks.load import load_task
+from bertlib.train.factory import load_model
+from bertlib.train.settings import FinetuneConfig, PretrainConfig
 from study import (
     ROOT,
     MissingResults,
@@ -33,15 +41,6 @@ from study import (
     update_readme,
     write_json,
 )
-
-from bertlib.config import BertConfig
-from bertlib.electra_evaluate import rtd_metrics
-from bertlib.evaluate import evaluation_loader, validation_metrics
-from bertlib.finetuning import SELECTION_METRIC, finetune
-from bertlib.model_factory import load_model
-from bertlib.pretraining import pretrain
-from bertlib.tasks import load_task
-from bertlib.train_config import FinetuneConfig, PretrainConfig
 
 HERE = ROOT / "experiments" / "variants_study"
 # The shared budget: 1,500 steps of 16 sequences of 64 tokens (1.5M token slots; the README command's 4,000

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from bertlib.config import BertConfig
-from bertlib.model import IGNORE_INDEX
+from bertlib.model.bert import IGNORE_INDEX
+from bertlib.model.config import BertConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +99,7 @@ def test_report_renders_inference_latency_and_throughput(tmp_path):
     }
     (tmp_path / "inference-cpu.json").write_text(json.dumps(data))
     text = report.render(tmp_path)
-    assert "4.0 ms with `bertlib.evaluate.fill_mask` and 10.0 ms" in text and "(2.50x)" in text
+    assert "4.0 ms with `bertlib.evaluation.scores.fill_mask` and 10.0 ms" in text and "(2.50x)" in text
     assert "30,000 tokens/s against 15,000" in text and "(2.00x;" in text
 
 
@@ -130,7 +129,7 @@ def test_benchmark_batch_masks_fifteen_percent_and_both_sides_share_the_weights(
     assert 0.10 < selected.float().mean() < 0.20
     assert not selected[:, [0, 32, 63]].any()  # never [CLS] or [SEP]
     ours = bench.build("bertlib", config, torch.device("cpu")).eval()
-    from bertlib import interop
+    from bertlib.hf import interop
 
     theirs = interop.to_transformers(ours).eval()
     theirs.set_attn_implementation("sdpa")
@@ -142,7 +141,7 @@ def test_each_side_gets_the_batch_its_training_loop_gives_it():
     config = BertConfig.from_preset("tiny", vocab_size=500)
     batch = bench.make_batch(config, 4, 32)
     ours, theirs = (bench.side_inputs(side, batch, torch.device("cpu")) for side in bench.SIDES)
-    from bertlib.model import head_index
+    from bertlib.model.bert import head_index
 
     assert all(torch.equal(a, b) for a, b in zip(ours.pop("head_index"), head_index(batch["labels"]), strict=True))
     assert ours.keys() == theirs.keys() == batch.keys()
