@@ -2,6 +2,7 @@
 peak memory and JSON results."""
 
 import datetime
+import itertools
 import json
 import os
 import platform
@@ -9,6 +10,7 @@ import resource
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +84,33 @@ def interleaved_times(
             if round_ >= warmup:
                 times[name].append(time.perf_counter() - start)
     return times
+
+
+def training_step(model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool) -> Callable[[], None]:
+    """A step function: forward and the model's own loss (under bf16 autocast if asked), backward, AdamW step, on the
+    next of `batches` (cycled). Nothing in it waits for the GPU."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    cycle = itertools.cycle(batches)
+
+    def step() -> None:
+        with autocast:
+            loss = model(**next(cycle)).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    return step
+
+
+def repeated(fn: Callable[[], object], times: int) -> Callable[[], None]:
+    "`fn` called `times` times in a row: one timed repeat of work too short to time alone."
+
+    def run() -> None:
+        for _ in range(times):
+            fn()
+
+    return run
 
 
 def median(values: list[float]) -> float:

@@ -3,11 +3,18 @@
     python benchmarks/report.py            # rewrites README.md between the benchmark markers
     python benchmarks/report.py --print    # prints the section instead
 
-The numbers in the README are never typed by hand: run the benchmarks, then this script.
+The numbers in the README are never typed by hand: run the benchmarks, then this script. A folder without results
+is refused (one line, exit code 2) rather than written into the README as "nothing measured"; a result missing from
+a folder that holds others is named in the section, with the command that makes it.
+
+This module also holds what every report of the repository shares (the experiments' reports load it through
+`experiments/study.py`): the README-block writer and the refusal of missing results.
 """
 
 import argparse
 import json
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +22,39 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 MIB = 2**20
+
+
+class MissingResults(Exception):
+    """The results a report is made of are missing, empty or unreadable. Report scripts turn it into one line on
+    stderr and exit code 2 (`refuse_missing`), before they write anything: a README block never trades measured
+    numbers for none."""
+
+
+def result_files(folder: Path, pattern: str = "*.json", *, how: str = "") -> list[Path]:
+    """The files of `folder` that match `pattern`, sorted; `MissingResults` naming the folder when it does not exist
+    or holds none (`how`: the command that makes them, for the message)."""
+    found = sorted(folder.glob(pattern)) if folder.is_dir() else []
+    if not found:
+        where = f"{folder} holds no result files ({pattern})" if folder.is_dir() else f"{folder} does not exist"
+        raise MissingResults(f"{where}: nothing to report, so no README is rewritten" + (f"; {how}" if how else ""))
+    return found
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    "A result file; `MissingResults` when it is empty or not JSON (a run stopped while writing it, say)."
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise MissingResults(f"{path} is not a readable result file ({err}): nothing is rewritten") from err
+
+
+def refuse_missing(main: Callable[[], object]) -> None:
+    "Run a report script's `main`; missing results become one line on stderr and exit code 2, the README untouched."
+    try:
+        main()
+    except MissingResults as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
@@ -166,14 +206,88 @@ def shared_cpu_text(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def finetune_text(data: dict[str, Any]) -> str:
+    "The fine-tuning step's table and the prediction paragraph of one finetune_step JSON file."
+    step, pred = data["step"], data["predict"]
+    target = data["target_speedup"]
+    verdict = "met" if step["speedup"] >= target else f"missed by {target - step['speedup']:.2f}"
+    ms, batch = pred["one_sentence_ms"], pred["batch"]
+    per_second = batch["sentences_per_second"]
+    dtypes = pred.get("dtype", {})  # on a GPU, predict computes in bf16 autocast and the pipeline in fp32
+    mixed = (
+        f" (`bertlib.predict` in {dtypes['bertlib']}, the pipeline in {dtypes['transformers']})"
+        if len(set(dtypes.values())) > 1
+        else ""
+    )
+    return "\n".join(
+        [
+            f"Fine-tuning step, {_machine(data['machine'], data['settings'])}: `BertForSequenceClassification` "
+            f"against HF `transformers.BertForSequenceClassification` (SDPA attention, same weights, batches and "
+            f"dtype), `{data['model']}` ({data['parameters'] / 1e6:.1f}M parameters) on SST-2's training sentences, "
+            f"{step['batches']} batches as bertlib's fine-tuning loader makes them (length-grouped, each padded to its "
+            f"longest sentence rounded up to 8); a step is forward, cross-entropy, backward and `torch.optim.AdamW` "
+            f"(`python benchmarks/finetune_step.py`):",
+            "",
+            "| batch x mean length | max len | padding | dtype | bertlib tokens/s | transformers tokens/s | speed-up | "
+            "target |",
+            "|---|---:|---:|---|---:|---:|---:|---|",
+            f"| {step['batch_size']} x {step['mean_length']:.1f} | {step['max_seq_len']} | "
+            f"{step['padding_share']:.0%} | {step['dtype']} | {step['bertlib']['tokens_per_second']:,.0f} | "
+            f"{step['transformers']['tokens_per_second']:,.0f} | **{step['speedup']:.2f}x** | {target:g}x: "
+            f"{verdict} |",
+            "",
+            f"Prediction with the same model, exported (`bertlib.save_pretrained_hf`): one SST-2 sentence takes "
+            f"{ms['bertlib']:.1f} ms with `bertlib.predict` and {ms['transformers']:.1f} ms with transformers' "
+            f"text-classification pipeline ({ms['transformers'] / ms['bertlib']:.2f}x). For a list of "
+            f"{batch['sentences']:,} sentences the pipeline batches {batch['pipeline_batch_size']} at a time, "
+            f"{per_second['transformers']:,.0f} sentences/s, while `bertlib.predict` takes one text per call, "
+            f"{per_second['bertlib']:,.0f} sentences/s ({per_second['bertlib'] / per_second['transformers']:.2f}x). "
+            f"Their probabilities agree within {pred['largest_probability_difference']:.0e}{mixed}.",
+            "",
+        ]
+    )
+
+
+# Every result file the section reads, in the order it shows them: what each holds and the command that writes it
+# (a folder holding some of them says which others are missing, and how to make them)
+PARTS = {
+    "train_step-cpu.json": ("CPU training-step numbers", "`python benchmarks/train_step.py --suite cpu`"),
+    "train_step-cuda.json": ("GPU numbers", "`python benchmarks/train_step.py --suite cuda` on a machine with a GPU"),
+    "finetune_step-cpu.json": ("CPU fine-tuning numbers", "`python benchmarks/finetune_step.py --device cpu`"),
+    "finetune_step-cuda.json": (
+        "GPU fine-tuning numbers",
+        "`python benchmarks/finetune_step.py --device cuda` on a machine with a GPU",
+    ),
+    "data_pipeline.json": ("data-pipeline numbers", "`python benchmarks/data_pipeline.py`"),
+    "inference-cpu.json": ("CPU inference numbers", "`python benchmarks/inference.py`"),
+    "inference-cuda.json": (
+        "GPU inference numbers",
+        "`python benchmarks/inference.py --device cuda` on a machine with a GPU",
+    ),
+    "shared_cpu.json": ("shared-CPU numbers", "`python benchmarks/shared_cpu.py`"),
+}
+
+
 def render(results_dir: Path = RESULTS_DIR) -> str:
-    "The README section (between the markers, markers excluded) for the JSON files in `results_dir`."
-
-    def load(name: str) -> dict[str, Any] | None:
-        path = results_dir / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-    cpu, cuda, data = load("train_step-cpu.json"), load("train_step-cuda.json"), load("data_pipeline.json")
+    """The README section (between the markers, markers excluded) for the JSON files in `results_dir`, with a line
+    for each result it lacks; `MissingResults` when the folder holds none of them."""
+    found = {path.name: read_result(path) for path in result_files(results_dir) if path.name in PARTS}
+    if not found:
+        raise MissingResults(
+            f"{results_dir} holds none of the benchmarks' result files ({', '.join(PARTS)}): nothing to report, so "
+            "no README is rewritten; run the benchmarks first"
+        )
+    cuda = found.get("train_step-cuda.json")
+    texts = {
+        "train_step-cpu.json": train_step_table,
+        "train_step-cuda.json": train_step_table,
+        "finetune_step-cpu.json": finetune_text,
+        "finetune_step-cuda.json": finetune_text,
+        "data_pipeline.json": lambda data: data_pipeline_text(data, cuda["results"] if cuda else []),
+        "inference-cpu.json": inference_text,
+        "inference-cuda.json": inference_text,
+        "shared_cpu.json": shared_cpu_text,
+    }
     parts = [
         "Generated by `python benchmarks/report.py` from `benchmarks/results/*.json`; do not edit by hand. "
         "Each row times bertlib and HF `transformers.BertForPreTraining` (SDPA attention, same weights, "
@@ -181,21 +295,11 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "MLM + NSP loss, backward and `torch.optim.AdamW`.",
         "",
     ]
-    parts += [train_step_table(cpu)] if cpu else ["No CPU training-step numbers have been measured yet.", ""]
-    parts += (
-        [train_step_table(cuda)]
-        if cuda
-        else [
-            "No GPU numbers have been measured yet: run `python benchmarks/train_step.py --suite cuda` on a "
-            "machine with a GPU, then this script.",
-            "",
-        ]
-    )
-    if data:
-        parts.append(data_pipeline_text(data, cuda["results"] if cuda else []))
-    parts += [inference_text(found) for name in ("inference-cpu.json", "inference-cuda.json") if (found := load(name))]
-    if shared := load("shared_cpu.json"):
-        parts.append(shared_cpu_text(shared))
+    for name, (what, command) in PARTS.items():
+        if name in found:
+            parts.append(texts[name](found[name]))
+        else:
+            parts += [f"No {what} have been measured yet: run {command}, then this script.", ""]
     return "\n".join(parts).rstrip("\n")
 
 
@@ -215,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--readme", type=Path, default=ROOT / "README.md")
     p.add_argument("--print", action="store_true", help="print the section instead of rewriting the README")
     args = p.parse_args(argv)
-    section = render(args.results_dir)
+    section = render(args.results_dir)  # before the README is opened: missing results leave it as it was
     if args.print:
         print(section)
     else:
@@ -224,4 +328,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

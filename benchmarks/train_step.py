@@ -17,7 +17,6 @@ import itertools
 import json
 import subprocess
 import sys
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,10 @@ from bench_utils import (  # noqa: E402
     machine_info,
     median,
     peak_memory,
+    repeated,
     reset_peak_memory,
     synchronize,
+    training_step,
     write_results,
 )
 
@@ -147,23 +148,6 @@ def build(side: str, config: BertConfig, device: torch.device, seed: int = 0) ->
     return model.to(device).train()
 
 
-def training_step(model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool):
-    """A step function: forward and loss (under bf16 autocast if asked), backward, AdamW step, on the next of
-    `batches` (cycled). Nothing in it waits for the GPU."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
-    cycle = itertools.cycle(batches)
-
-    def step() -> None:
-        with autocast:
-            loss = model(**next(cycle)).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
-    return step
-
-
 def model_flops_per_token(config: BertConfig, seq: int, parameters: int) -> int:
     """Model FLOPs of one training token, the same for both sides: 6 per parameter (forward and backward
     matrix products) plus attention's scores and weighted sum, 2 products of 2*seq*hidden FLOPs per layer, x3."""
@@ -248,14 +232,8 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
         "transformers": training_step(theirs, [side_inputs("transformers", b, device) for b in batches], device, bf16),
     }
 
-    def repeated(step):
-        def run() -> None:
-            for _ in range(args.steps_per_repeat):
-                step()
-
-        return run
-
-    times = interleaved_times({side: repeated(step) for side, step in steps.items()}, args.warmup, args.repeats, device)
+    timed = {side: repeated(step, args.steps_per_repeat) for side, step in steps.items()}
+    times = interleaved_times(timed, args.warmup, args.repeats, device)
     # tokens that are text, not padding: what the step is for
     per_cycle = sum(int(b["attention_mask"].sum()) for b in batches)
     tokens = per_cycle * args.steps_per_repeat // len(batches)

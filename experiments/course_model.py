@@ -11,7 +11,17 @@ Hand-written; not part of the library.
 import argparse
 import datetime
 
-from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
+from study import (
+    ROOT,
+    output_options,
+    parse,
+    provenance,
+    read_json,
+    refuse_missing,
+    result_files,
+    update_readme,
+    write_json,
+)
 
 from bertlib.evaluation.scores import evaluate_run
 from bertlib.train.checkpoints import checkpoints
@@ -107,6 +117,7 @@ def main() -> None:
     path = args.out / "evaluation.json"
     if not args.card:
         write_json(path, evaluate(1 if args.smoke else None))
+    (path,) = result_files(args.out, path.name, how="score the model first: `python experiments/course_model.py`")
     evaluation = read_json(path)
     (args.out / "README.md").write_text(card(evaluation))
     update_readme(args.readme, "course-model", readme_block(evaluation))
@@ -114,4 +125,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

@@ -22,7 +22,17 @@ from itertools import islice
 from pathlib import Path
 
 import torch
-from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
+from study import (
+    ROOT,
+    output_options,
+    parse,
+    provenance,
+    read_json,
+    refuse_missing,
+    result_files,
+    update_readme,
+    write_json,
+)
 
 from bertlib.evaluation.scores import evaluate_run, evaluation_loader
 from bertlib.recipes.distil import distil, teacher_layers
@@ -100,7 +110,8 @@ def run(out: Path, smoke: bool = False) -> dict:
 
 def report(out: Path, readme: Path) -> None:
     "Write `out/README.md` and `readme`'s `distil` block from `out/results/student.json`."
-    r = read_json(out / "results" / "student.json")
+    (path,) = result_files(out / "results", "student.json", how="run `python experiments/distil_study.py run` first")
+    r = read_json(path)
     t, s, c = r["teacher"], r["student"], r["settings"]
     share = lambda key: 100 * s[key] / t[key]  # noqa: E731
     rows = [
@@ -145,4 +156,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

@@ -3,25 +3,43 @@ same architecture with random weights, under the same budget, with several seeds
 
 Hand-written; not part of the library. Each run is one `bertlib.recipes.finetune.finetune` call into
 `experiments/finetune_study/runs/<name>` (ignored by git); its result (the best validation over the epochs,
-minutes, machine) goes to `finetune_study/results/<name>.json`. `--report` turns the results into
-`finetune_study/README.md` and the README's `finetune` section; no number in either is typed by hand.
+minutes, machine, the training curve) goes to `finetune_study/results/<name>.json`. `--report` turns the results of
+the full-data plans (`FULL_PLANS`) into the README's `finetune` section and `finetune_study/README.md` (with the
+learning rates tried and the earlier slices, `PLANS`) and `finetune_study/curves.png`; the published small models
+beside them come from `docs/literature_numbers.toml`, and the targets (`TARGETS`) are judged from the numbers. No
+number in either README is typed by hand. A results folder without a full-data result is refused (one line, exit
+code 2) and nothing is written; one that lacks runs says which.
 
-    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/finetune_study.py run rte sst2
+    OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/finetune_study.py run [PLAN...] [--extra]
     python experiments/finetune_study.py --report
 """
 
 import argparse
+import os
 import shutil
 import statistics
 import sys
 import time
+import tomllib
 from dataclasses import asdict
 from pathlib import Path
 
-from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
+from study import (
+    ROOT,
+    MissingResults,
+    output_options,
+    parse,
+    provenance,
+    read_json,
+    refuse_missing,
+    result_files,
+    update_readme,
+    write_json,
+)
 
+from bertlib import load_run
 from bertlib.recipes.finetune import SELECTION_METRIC, finetune
-from bertlib.train.runs import load_run
+from bertlib.tasks.load import SQUAD_OFFLINE_EVAL_ARTICLES
 from bertlib.train.settings import FinetuneConfig, default_seq_len
 
 HERE = ROOT / "experiments" / "finetune_study"
@@ -64,15 +82,22 @@ FULL_PLANS = {
 LRS = (1e-4, 3e-4)
 SEEDS = (0, 1, 2)
 EXTRA_RANDOM_SEEDS = (1, 2)
-# Turc et al. 2019 ("Well-Read Students Learn Better"), BERT-Mini (4 layers, hidden 256), GLUE test set
-PUBLISHED = {"sst2": "85.9 (GLUE test)", "rte": "57.9 (GLUE test)"}
+INITS = ("pretrained", "random")
+START_NAMES = {"pretrained": "pre-trained", "random": "random init"}
+COLOURS = {"pretrained": "tab:blue", "random": "tab:orange"}  # of the learning curves
 SMOKE = dict(epochs=1.0, train_examples=64, eval_examples=64)  # --smoke: every plan this small
 TITLES = {
     "sst2": "SST-2 accuracy",
     "rte": "RTE accuracy",
     "conll2003": "CoNLL-2003 entity F1",
-    "squad": "SQuAD v1.1 F1 (EM)",
+    "squad": "SQuAD v1.1 F1",
 }
+# Published scores of small models, with their sources: the entries of this file that name a `task`
+LITERATURE = ROOT / "docs" / "literature_numbers.toml"
+# What the full-data study should reach (issue 33), on the pre-trained mean over seeds, in points: a number, or the
+# name of a model whose published score on the task (in LITERATURE) is the target
+TARGETS = {"sst2": "BERT-Tiny", "conll2003": 82.0, "squad": 30.0}
+TARGET_GAIN = 3.0  # points that pre-training should be worth over random weights, on every task
 
 
 def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: float | None = None) -> dict:
@@ -119,15 +144,14 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: flo
 def chosen_lr(plan: str, init: str, out: Path, smoke: bool = False) -> float:
     "The learning rate of `LRS` whose seed-0 run of `plan` from `init` validates best (running what is missing)."
     task = FULL_PLANS[plan]["task"]
-    scores = {lr: run(plan, init, 0, out, smoke, lr)["best"][SELECTION_METRIC[task]] for lr in LRS}
-    return max(scores, key=scores.get)
+    return pick_lr({lr: run(plan, init, 0, out, smoke, lr)["best"][SELECTION_METRIC[task]] for lr in LRS})
 
 
 def run_full(plans: list[str], out: Path, smoke: bool = False, extra: bool = False) -> None:
     """Every full-data plan: the learning rate chosen per start, then the seeds; `extra` adds random seeds after
     all required runs, so that a stopped study spends its time on what the table needs first."""
     for plan in plans:
-        for init in ("pretrained", "random"):
+        for init in INITS:
             lr = chosen_lr(plan, init, out, smoke)
             for seed in SEEDS if init == "pretrained" else ():
                 run(plan, init, seed, out, smoke, lr)
@@ -137,63 +161,348 @@ def run_full(plans: list[str], out: Path, smoke: bool = False, extra: bool = Fal
             run(plan, "random", seed, out, smoke, lr)
 
 
-def cell(results: list[dict], task: str) -> str:
-    "Mean and spread (sample standard deviation) of the best validation score over seeds, in percent."
-    metric = SELECTION_METRIC[task]
-    scores = [100 * r["best"][metric] for r in results]
-    text = f"{statistics.mean(scores):.1f}"
-    if len(scores) > 1:
-        text += f" ± {statistics.stdev(scores):.1f}"
+def pick_lr(scores: dict[float, float]) -> float:
+    "The learning rate whose seed-0 run validates best (the first of `LRS` on a tie)."
+    return max(scores, key=scores.get)
+
+
+def percent(results: list[dict], key: str) -> list[float]:
+    "The best validation's `key` of each result, in points."
+    return [100 * r["best"][key] for r in results]
+
+
+def mean_score(results: list[dict], task: str) -> float:
+    "The mean over seeds of the best validation score, in points."
+    return statistics.mean(percent(results, SELECTION_METRIC[task]))
+
+
+def cell(results: list[dict], task: str, with_count: bool = False) -> str:
+    """Mean and spread (sample standard deviation) of the best validation score over seeds, in points; SQuAD's
+    exact match in brackets; with `with_count`, the number of seeds."""
+    scores = percent(results, SELECTION_METRIC[task])
+    text = f"{statistics.mean(scores):.1f}" + (f" ± {statistics.stdev(scores):.1f}" if len(scores) > 1 else "")
     if task == "squad":
-        text += f" ({statistics.mean(100 * r['best']['exact_match'] for r in results):.1f})"
+        text += f" ({statistics.mean(percent(results, 'exact_match')):.1f})"
+    return text + (f" (n={len(scores)})" if with_count else "")
+
+
+def summarise(plan: str, results: list[dict]) -> dict:
+    """What the results of the full-data `plan` hold: for each start, the seed-0 run at each learning rate tried,
+    the rate chosen (`pick_lr`) and the runs at that rate (the seeds); and the runs the plan needs that are missing."""
+    task = FULL_PLANS[plan]["task"]
+    mine = [r for r in results if r.get("plan") == plan]
+    starts, lacking = {}, []
+    for init in INITS:
+        tried = {r["settings"]["lr"]: r for r in mine if r["init"] == init and r["seed"] == 0}
+        lacking += [f"{START_NAMES[init]} seed 0 at lr {lr:g}" for lr in LRS if lr not in tried]
+        if not tried:
+            continue
+        lr = pick_lr({lr: tried[lr]["best"][SELECTION_METRIC[task]] for lr in sorted(tried)})
+        runs = sorted((r for r in mine if r["init"] == init and r["settings"]["lr"] == lr), key=lambda r: r["seed"])
+        needed = SEEDS if init == "pretrained" else (0,)
+        lacking += [f"{START_NAMES[init]} seed {seed}" for seed in needed if seed not in {r["seed"] for r in runs}]
+        # the choice holds once every rate has run; until then it is the best so far
+        starts[init] = {"lr": lr, "tried": tried, "runs": runs, "settled": len(tried) == len(LRS)}
+    return {"plan": plan, "task": task, "starts": starts, "lacking": lacking}
+
+
+def published_scores(path: Path = LITERATURE) -> list[dict]:
+    "The published scores of small models on the study's tasks: the entries of `path` that name a `task`."
+    return [e for e in tomllib.loads(path.read_text(encoding="utf-8"))["number"] if "task" in e]
+
+
+def targets(published: list[dict]) -> dict[str, tuple[float, str]]:
+    "Each task's target for the pre-trained mean, in points, and whose it is (a published model's, or the study's)."
+    found = {}
+    for task, target in TARGETS.items():
+        if isinstance(target, str):  # that model's published score on the task
+            entry = next(e for e in published if e["model"] == target and e["task"] == task)
+            found[task] = (float(entry["value"]), f"{target}'s {entry['split']}-set score")
+        else:
+            found[task] = (target, "the study's")
+    return found
+
+
+def judgement(summaries: list[dict], published: list[dict]) -> str:
+    """The targets, each judged from the numbers (met, or missed by how much; "so far" where the plan lacks runs),
+    and those that cannot be judged for lack of results from both starts."""
+    complete = {s["task"]: s for s in summaries if len(s["starts"]) == len(INITS)}
+    pre = {task: mean_score(s["starts"]["pretrained"]["runs"], task) for task, s in complete.items()}
+    gain = {task: pre[task] - mean_score(s["starts"]["random"]["runs"], task) for task, s in complete.items()}
+
+    def verdict(task: str, value: float, target: float) -> str:
+        met = "met" if value >= target else f"missed by {target - value:.1f} points"
+        return met + (" so far" if complete[task]["lacking"] else "")
+
+    scores = [
+        f"{TITLES[task]} ≥ {target:g} ({whose})"
+        + (f": {pre[task]:.1f}, {verdict(task, pre[task], target)}" if task in pre else "")
+        for task, (target, whose) in targets(published).items()
+    ]
+    gains = [f"{TITLES[task]} {value:+.1f}, {verdict(task, value, TARGET_GAIN)}" for task, value in gain.items()]
+    text = (
+        "**Targets**, on the pre-trained mean: " + "; ".join(scores) + f". Pre-training worth at least "
+        f"{TARGET_GAIN:g} points over random weights on every task" + (": " + "; ".join(gains) if gains else "") + "."
+    )
+    unjudged = [TITLES[s["task"]] for s in summaries if s["task"] not in complete]
+    if unjudged:
+        text += f" Not judged yet, for want of results from both starts: {', '.join(unjudged)}."
     return text
 
 
-def report(out: Path, readme: Path) -> None:
-    "Write `out/README.md` and `readme`'s `finetune` block from the result files in `out/results`."
-    results = [read_json(p) for p in sorted((out / "results").glob("*.json"))]
-    rows = []
-    for plan in PLANS:
-        task = PLANS[plan].get("task", plan)
-        mine = {
-            init: [r for r in results if r.get("plan", r["task"]) == plan and r["init"] == init]
-            for init in ("pretrained", "random")
-        }
+def lacking(summaries: list[dict]) -> str:
+    "What the full-data results lack, plan by plan, or nothing when they are whole."
+    missing = [
+        f"`{s['plan']}`: " + (", ".join(s["lacking"]) if s["starts"] else "no results yet")
+        for s in summaries
+        if s["lacking"]
+    ]
+    if not missing:
+        return ""
+    return (
+        "**Not in the table yet**, so it is partial: " + "; ".join(missing) + " (`python experiments/finetune_study.py "
+        "run PLAN` runs what a plan lacks)."
+    )
+
+
+def examples(settings: dict) -> str:
+    "How many training examples a run used: all, or its slice."
+    return f"{settings['train_examples']:,}" if settings["train_examples"] else "all"
+
+
+def full_table(summaries: list[dict]) -> list[str]:
+    "The README's table: one row per task with results from either start."
+    lines = [
+        "| task | pre-trained `mini` | random init | gain | lr: pre-trained, random | train examples | epochs | "
+        "batch | max len | steps | min per run |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in (s for s in summaries if s["starts"]):
+        task, starts = s["task"], s["starts"]
+        runs = [r for start in starts.values() for r in start["runs"]]
+        settings = runs[0]["settings"]
+        cells = [cell(starts[init]["runs"], task, with_count=True) if init in starts else "–" for init in INITS]
+        gain = "–"
+        if len(starts) == len(INITS):
+            gain = f"{mean_score(starts['pretrained']['runs'], task) - mean_score(starts['random']['runs'], task):+.1f}"
+        lrs = ", ".join(
+            f"{starts[init]['lr']:g}{'' if starts[init]['settled'] else ' so far'}" if init in starts else "–"
+            for init in INITS
+        )
+        lines.append(
+            f"| {TITLES[task]}{' (EM)' if task == 'squad' else ''} (`{s['plan']}`) | {' | '.join(cells)} | {gain} | "
+            f"{lrs} | {examples(settings)} | {settings['epochs']:g} | {settings['batch_size']} | "
+            f"{settings['max_seq_len']} | {runs[0]['train'][-1]['step']:,} | "
+            f"{statistics.mean(r['minutes'] for r in runs):.1f} |"
+        )
+    return lines
+
+
+def published_table(summaries: list[dict], published: list[dict]) -> list[str]:
+    "Our pre-trained and random-init means beside the published small models', each row marked dev or test."
+    tasks = list(TITLES)
+    model_config = load_run(SOURCE)[0]
+    lines = [
+        "| model | shape | " + " | ".join(TITLES[t] for t in tasks) + " | set | source |",
+        "|---|---|" + "---:|" * len(tasks) + "---|---|",
+    ]
+    ours = {s["task"]: s["starts"] for s in summaries}
+    for init in INITS:
+        cells = []
+        for task in tasks:
+            runs = ours.get(task, {}).get(init, {}).get("runs")
+            squad = task == "squad" and runs
+            em = f", EM {statistics.mean(percent(runs, 'exact_match')):.1f}" if squad else ""
+            cells.append(f"{'F1 ' if squad else ''}{mean_score(runs, task):.1f}{em}" if runs else "–")
+        lines.append(
+            f"| course `mini`, {START_NAMES[init]} (this study) | {model_config.num_hidden_layers} layers, hidden "
+            f"{model_config.hidden_size} | {' | '.join(cells)} | dev | this study, mean over seeds |"
+        )
+    rows: dict[tuple[str, str, str], dict[str, dict]] = {}
+    for entry in published:
+        rows.setdefault((entry["model"], entry["split"], entry["source"]), {})[entry["task"]] = entry
+    for (model, split, source), entries in rows.items():
+        cells = [
+            ("EM " if e["metric"] == "exact_match" else "") + e["value"] if (e := entries.get(task)) else "–"
+            for task in tasks
+        ]
+        shape = next(iter(entries.values()))["shape"]
+        lines.append(f"| {model} | {shape} | {' | '.join(cells)} | {split} | {source} |")
+    return lines
+
+
+def _curve(axes: tuple, metric: str, result: dict, colour: str, chosen: bool, label: str | None) -> None:
+    "One run's training loss (on `axes[0]`) and validations (`axes[1]`): solid at the chosen rate, else dashed."
+    style = dict(color=colour, lw=1.2 if chosen else 0.9, ls="-" if chosen else "--", alpha=0.9)
+    train, valid = result["train"], result["validations"]
+    axes[0].plot([x["step"] for x in train], [x["loss"] for x in train], **style)
+    axes[1].plot([x["step"] for x in valid], [100 * x[metric] for x in valid], marker=".", label=label, **style)
+
+
+def learning_curves(summaries: list[dict], path: Path) -> None:
+    """Training loss and validation score against the step, one column per task: each start's runs at its chosen
+    learning rate (one line per seed), and its seed-0 run at the rate not chosen, dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [s for s in summaries if s["starts"]]
+    fig, axes = plt.subplots(2, len(shown), figsize=(4.2 * len(shown), 6.4), squeeze=False)
+    for (loss_ax, valid_ax), s in zip(axes.T, shown, strict=True):
+        metric = SELECTION_METRIC[s["task"]]
+        for init, start in s["starts"].items():
+            for seed, result in enumerate(start["runs"]):  # one label for all the seeds
+                label = f"{START_NAMES[init]}, lr {start['lr']:g}" if seed == 0 else None
+                _curve((loss_ax, valid_ax), metric, result, COLOURS[init], True, label)
+            for lr, result in start["tried"].items():
+                if lr != start["lr"]:
+                    label = f"{START_NAMES[init]}, lr {lr:g} (not chosen)"
+                    _curve((loss_ax, valid_ax), metric, result, COLOURS[init], False, label)
+        loss_ax.set(title=f"{s['plan']}: {TITLES[s['task']]}", ylabel="training loss")
+        valid_ax.set(xlabel="step", ylabel=f"validation {metric} (points)")
+        valid_ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def lr_table(summaries: list[dict]) -> list[str]:
+    "The study README's table of the learning rates tried: each start's seed-0 score at each, and the one chosen."
+    lines = [
+        "| task | start | " + " | ".join(f"lr {lr:g}" for lr in LRS) + " | chosen |",
+        "|---|---|" + "---:|" * len(LRS) + "---:|",
+    ]
+    for s in summaries:
+        for init, start in s["starts"].items():
+            scores = [cell([start["tried"][lr]], s["task"]) if lr in start["tried"] else "not run" for lr in LRS]
+            lines.append(
+                f"| {TITLES[s['task']]} (`{s['plan']}`) | {START_NAMES[init]} | {' | '.join(scores)} | "
+                f"{start['lr']:g}{'' if start['settled'] else ' so far'} |"
+            )
+    return lines
+
+
+def slice_table(results: list[dict]) -> list[str]:
+    "The earlier plans on slices of the data (`PLANS`), as they were measured; nothing when none is in `results`."
+    trained = load_run(SOURCE)[1].max_seq_len
+    lines = [
+        "| task | pre-trained `mini` | random init | gain | seeds | train examples | epochs | batch | lr | max len | "
+        "min per run |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for plan, spec in PLANS.items():
+        task = spec.get("task", plan)
+        mine = {init: [r for r in results if r.get("plan", r["task"]) == plan and r["init"] == init] for init in INITS}
         if not all(mine.values()):
             continue
         s = mine["pretrained"][0]["settings"]
-        examples = f"{s['train_examples']:,}" if s["train_examples"] else "all"
-        minutes = statistics.mean(r["minutes"] for r in mine["pretrained"] + mine["random"])
-        metric = SELECTION_METRIC[task]
         length = s["max_seq_len"] or default_seq_len(task)  # older results kept the settings as given
-        gain = 100 * (
-            statistics.mean(r["best"][metric] for r in mine["pretrained"])
-            - statistics.mean(r["best"][metric] for r in mine["random"])
+        past = f" (past the {trained} positions the course model was trained on)" if length > trained else ""
+        gain = mean_score(mine["pretrained"], task) - mean_score(mine["random"], task)
+        lines.append(
+            f"| {TITLES[task]}{' (EM)' if task == 'squad' else ''} (`{plan}`) | {cell(mine['pretrained'], task)} | "
+            f"{cell(mine['random'], task)} | {gain:+.1f} | {len(mine['pretrained'])} | "
+            f"{examples(s)} | {s['epochs']:g} | {s['batch_size']} | "
+            f"{s['lr']:g} | {length}{past} | "
+            f"{statistics.mean(r['minutes'] for r in mine['pretrained'] + mine['random']):.1f} |"
         )
-        rows.append(
-            f"| {TITLES[task]} (`{plan}`) | {cell(mine['pretrained'], task)} | {cell(mine['random'], task)} | "
-            f"{gain:+.1f} | {PUBLISHED.get(task, '–')} | {len(mine['pretrained'])} | {examples} | "
-            f"{s['epochs']:g} | {s['batch_size']} | {s['lr']:g} | {length} | {minutes:.1f} |"
+    return lines if len(lines) > 2 else []
+
+
+def machines(results: list[dict]) -> str:
+    "The machines and threads that made `results`, as they recorded them."
+    return "; ".join(
+        sorted(
+            {f"{r.get('machine') or 'a machine it did not record'}, {r.get('threads', '?')} thread(s)" for r in results}
         )
-    machines = sorted({f"{r['machine']}, {r['threads']} thread(s)" for r in results})
-    body = f"""Generated by `python experiments/finetune_study.py --report` from `experiments/finetune_study/results`.
-Each cell: the best validation score over the epochs (validation set: the task's own; offline SQuAD's is its
-last 8 dev articles), mean ± standard deviation over the seeds. *pre-trained* starts from the course model
-(`models/course-mini`), *random* from the same architecture with random weights, same budget. Machine:
-{"; ".join(machines)}, shared with other jobs (so the minutes are upper bounds).
+    )
 
-| task | pre-trained `mini` | random init | gain | published BERT-Mini | seeds | train examples | epochs | batch | \
-lr | max len | min per run |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-{chr(10).join(rows)}
 
-`sst2-1k` and `sst2` are two points of one learning curve (1,000 and 8,000 training sentences);
-`sst2-lr3e-5` and `sst2-lr3e-4` repeat the 8,000-sentence slice at other learning rates, so that neither start
-is judged at a rate that suits only the other. *gain* is pre-trained minus random, in points. The published
-column (Turc et al. 2019, BERT-Mini, 4 layers x 256, pre-trained on BookCorpus and Wikipedia for far longer)
-is on the GLUE test set and is there for scale only; the course model saw WikiText-2's 2M words."""
+def block(summaries: list[dict], published: list[dict], where: str, figure: str, rates: str) -> str:
+    """The README's `finetune` block (the study README's head) from the results in `where`: the full-data table, the
+    targets judged, what is lacking, the published models beside ours and the learning curves (`figure`); `rates`:
+    where the learning rates tried are."""
+    runs = [r for s in summaries for start in s["starts"].values() for r in start["runs"]]
+    squad = next((r["settings"] for r in runs if r["task"] == "squad"), None)
+    windows = f" (SQuAD in windows of {squad['max_seq_len']} tokens, {squad['doc_stride']} apart)" if squad else ""
+    trained = load_run(SOURCE)[1].max_seq_len
+    parts = [
+        f"Generated by `python experiments/finetune_study.py --report` from `{where}`. Every training example of "
+        f"each task (unless the table says otherwise), at the {trained} tokens the course model was pre-trained "
+        f"on{windows}. "
+        "Each cell: the best validation score over the epochs, mean ± standard deviation over the n seeds. "
+        "*pre-trained* starts from the course model (`models/course-mini`), *random* from the same architecture "
+        "with random weights, with the same budget; each start's learning rate was chosen on validation from "
+        f"{' and '.join(f'{lr:g}' for lr in LRS)} with seed 0, and its other seeds ran at it ({rates}). *gain* is "
+        "pre-trained minus random, in points. Validation: the task's own (GLUE's and CoNLL's dev files); offline, "
+        f"SQuAD has only its dev file, whose last {SQUAD_OFFLINE_EVAL_ARTICLES} articles validate and the others "
+        f"train. Machine: {machines(runs)}, beside other jobs (so the minutes are upper bounds).",
+        "",
+        *full_table(summaries),
+        "",
+        judgement(summaries, published),
+        "",
+    ]
+    if missing := lacking(summaries):
+        parts += [missing, ""]
+    parts += [
+        "Beside published small models (pre-trained on far more text than WikiText-2; a GLUE *test* score and a "
+        "*dev* score are different measurements, and offline SQuAD trains on part of the dev file only, so its "
+        "scores are not comparable with published ones; the numbers and their sources: "
+        "`docs/literature_numbers.toml`):",
+        "",
+        *published_table(summaries, published),
+        "",
+        f"![learning curves]({figure}) Every run's training loss and validations against the step, per task "
+        "(dashed: the learning rate not chosen).",
+    ]
+    return "\n".join(parts)
+
+
+def report(out: Path, readme: Path) -> None:
+    """Write `out/README.md`, `out/curves.png` and `readme`'s `finetune` block from the result files in
+    `out/results`; `MissingResults` (before anything is written) when they hold no full-data result."""
+    how = f"run `python experiments/finetune_study.py run {' '.join(FULL_PLANS)}` first"
+    results = [read_json(p) for p in result_files(out / "results", how=how)]
+    summaries = sorted((summarise(plan, results) for plan in FULL_PLANS), key=lambda s: list(TITLES).index(s["task"]))
+    if not any(s["starts"] for s in summaries):
+        raise MissingResults(f"{out / 'results'} holds no full-data result ({', '.join(FULL_PLANS)}); {how}")
+    published = published_scores()
+    learning_curves(summaries, out / "curves.png")
+    figure = os.path.relpath(out / "curves.png", readme.parent)
+    study_readme = os.path.relpath(out / "README.md", readme.parent)
+    where = (out / "results").resolve()
+    where = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
+    body = block(summaries, published, where, figure, f"every rate's scores: [the study's README]({study_readme})")
+    slices = slice_table(results)
+    sst2, small = PLANS["sst2"]["settings"], PLANS["sst2-1k"]["settings"]
+    earlier = [
+        "## Earlier slices",
+        "",
+        "The plans before the full-data ones, on slices of the training sets, as measured (*gain* in points, "
+        f"pre-trained minus random). `sst2-1k` and `sst2` are two points of one learning curve "
+        f"({small['train_examples']:,} and {sst2['train_examples']:,} training sentences); `sst2-lr3e-5` and "
+        f"`sst2-lr3e-4` repeat the {sst2['train_examples']:,}-sentence slice at other learning rates. `squad` ran "
+        f"before fine-tuning refused lengths past the course model's trained positions, so part of each of its "
+        f"windows sat on untrained ones.",
+        "",
+        *slices,
+    ]
+    study = [
+        "# Fine-tuning study",
+        "",
+        block(summaries, published, where, "curves.png", "every rate's scores: below"),
+        "",
+        "## Learning rates tried",
+        "",
+        "Seed 0 of each start at each rate; the rate with the best validation is chosen:",
+        "",
+        *lr_table(summaries),
+        *(["", *earlier] if slices else []),
+    ]
     out.mkdir(parents=True, exist_ok=True)
-    (out / "README.md").write_text("# Fine-tuning study\n\n" + body + "\n")
+    (out / "README.md").write_text("\n".join(study) + "\n", encoding="utf-8")
     update_readme(readme, "finetune", body)
     print(body)
 
@@ -215,11 +524,11 @@ def main() -> None:
     if args.command == "run" and not args.report:
         for plan in (p for p in args.plans if p in PLANS):
             for seed in PLANS[plan]["seeds"]:
-                for init in ("pretrained", "random"):
+                for init in INITS:
                     run(plan, init, seed, args.out, args.smoke)
         run_full([p for p in args.plans if p in FULL_PLANS], args.out, args.smoke, args.extra)
     report(args.out, args.readme)
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

@@ -13,7 +13,7 @@ import csv
 import re
 import statistics
 
-from study import ROOT, output_options, parse, read_json, update_readme
+from study import ROOT, output_options, parse, read_json, refuse_missing, update_readme
 
 from bertlib.train.runs import read_metrics
 
@@ -139,4 +139,4 @@ second: `session*-gpu-util.csv`. The profile of a `base` training step before an
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

@@ -26,7 +26,7 @@ from recipe_study import (
     TARGET_NSP,
     TARGET_PPL,
 )
-from study import ROOT, output_options, parse, read_json, update_readme
+from study import ROOT, output_options, parse, read_json, refuse_missing, result_files, update_readme
 
 from bertlib.train.runs import read_metrics
 
@@ -37,7 +37,8 @@ ESCAPE_PPL = 300.0  # a GPU run has left the plateau at its first validation bel
 def load_results(folder: Path) -> list[dict]:
     "Every result file of `folder/results`, by budget, then in the order of `RECIPES`."
     order = list(RECIPES)
-    results = [read_json(p) for p in sorted((folder / "results").glob("*.json"))]
+    how = "run `python experiments/recipe_study.py run NAME` first"
+    results = [read_json(p) for p in result_files(folder / "results", how=how)]
     for e in (e for r in results for e in r["evaluations"] if "attention_entropy_per_layer" in e):
         # results from before the probes moved to bertlib.viz.attention recorded the entropy in nats
         e["attention_entropy_bits_per_layer"] = [v / math.log(2) for v in e.pop("attention_entropy_per_layer")]
@@ -424,8 +425,6 @@ def report(out: Path, readme: Path, gpu_runs: Path | None) -> None:
 
     matplotlib.use("Agg")
     results = load_results(out)
-    if not results:
-        raise SystemExit(f"no results in {out / 'results'}")
     gpu = gpu_escapes(gpu_runs) if gpu_runs and gpu_runs.is_dir() else []
     baselines = sorted({f"{r['unigram_perplexity']:.1f}" for r in results})
     pairs = next(r["validation_pairs"] for r in results if "validation_pairs" in r)  # older results did not record it
@@ -473,4 +472,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

@@ -48,23 +48,28 @@ def write_json(path: Path, data: dict) -> Path:
     return atomic_write(path, json.dumps(data, indent=1) + "\n")
 
 
-def read_json(path: Path) -> dict:
-    "A result file."
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-@cache
 def _benchmarks_report() -> ModuleType:
-    # benchmarks/ is a folder of scripts, not a package; its report module owns the one README-block writer
+    # benchmarks/ is a folder of scripts, not a package; its report module owns what every report shares: the
+    # README-block writer and the refusal of missing results
     spec = importlib.util.spec_from_file_location("benchmarks_report", ROOT / "benchmarks" / "report.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
+_reports = _benchmarks_report()
+# A report refuses results that are missing or empty (`result_files` and `read_json`, a result file, raise
+# `MissingResults`), and a script's `refuse_missing(main)` turns that into one line on stderr and exit code 2 before
+# any file is written.
+MissingResults = _reports.MissingResults
+result_files = _reports.result_files
+read_json = _reports.read_result
+refuse_missing = _reports.refuse_missing
+
+
 def update_readme(readme: Path, block: str, body: str) -> None:
     "Replace the text between `<!-- block:start -->` and `<!-- block:end -->` of `readme` with `body`."
-    _benchmarks_report().update_readme(readme, body, f"<!-- {block}:start -->", f"<!-- {block}:end -->")
+    _reports.update_readme(readme, body, f"<!-- {block}:start -->", f"<!-- {block}:end -->")
 
 
 def output_options(parser: argparse.ArgumentParser, folder: Path, smoke: str | None = None) -> None:

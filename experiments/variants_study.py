@@ -21,7 +21,18 @@ from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
+from study import (
+    ROOT,
+    MissingResults,
+    output_options,
+    parse,
+    provenance,
+    read_json,
+    refuse_missing,
+    result_files,
+    update_readme,
+    write_json,
+)
 
 from bertlib.evaluation.electra import rtd_metrics
 from bertlib.evaluation.scores import evaluation_loader, validation_metrics
@@ -217,7 +228,12 @@ def plot(results: list[dict], path: Path) -> None:
 
 def report(out: Path, readme: Path) -> None:
     "Write `out/README.md`, `out/curves.png` and `readme`'s `variants` block from the result files in `out/results`."
-    results = [read_json(out / "results" / f"{n}.json") for n in VARIANTS if (out / "results" / f"{n}.json").exists()]
+    how = "run `python experiments/variants_study.py run NAME...` first"
+    found = {p.stem: p for p in result_files(out / "results", how=how)}
+    results = [read_json(found[n]) for n in VARIANTS if n in found]
+    if not results:
+        raise MissingResults(f"{out / 'results'} holds no variant's result ({', '.join(VARIANTS)}); {how}")
+    not_run = [n for n in VARIANTS if n not in found]
     base = next((r for r in results if r["name"] == "bert"), None)
     rows = []
     notes = []
@@ -254,6 +270,11 @@ def report(out: Path, readme: Path) -> None:
             f"RTE (all 2,490 training pairs, 3 epochs, 64 tokens, best validation accuracy, one seed; always "
             f"answering the majority class scores {100 * max(labels.values()) / labels.total():.1f}%): "
             f"{scores}."
+        )
+    if not_run:
+        notes.append(
+            f"Not run yet, so not in the table: {', '.join(f'`{n}`' for n in not_run)} "
+            "(`python experiments/variants_study.py run NAME`)."
         )
     plot(results, out / "curves.png")
     machines = sorted({f"{r['machine']}, {r['threads']} thread(s)" for r in results})
@@ -301,4 +322,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    refuse_missing(main)

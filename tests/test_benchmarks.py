@@ -3,6 +3,8 @@ both sides train on, and the FLOP count behind MFU. (Speed targets live in the b
 
 import importlib.util
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -193,3 +195,85 @@ def test_shared_cpu_ratios_and_their_report(tmp_path):
     assert "| one thread | 2,000 | 2,000 |" in text and "| all cores | 3,000 | 800 |" in text
     assert "| bertlib's choice | 2,900 (2 threads) | 1,900 (2 threads) |" in text
     assert "**0.97** of the best setting's speed when the machine is quiet" in text and "**0.95** of one" in text
+
+
+def test_report_names_every_benchmark_it_lacks(tmp_path):
+    "A folder with part of the results: each missing one is a line with the command that makes it."
+    report = load_script("report")
+    (tmp_path / "train_step-cpu.json").write_text(json.dumps(sample("cpu")))
+    text = report.render(tmp_path)
+    for name, (what, command) in report.PARTS.items():
+        if name != "train_step-cpu.json":
+            assert f"No {what} have been measured yet: run {command}, then this script." in text
+    assert "No data-pipeline numbers have been measured yet: run `python benchmarks/data_pipeline.py`" in text
+
+
+def test_report_refuses_a_folder_without_results(tmp_path):
+    report = load_script("report")
+    with pytest.raises(report.MissingResults, match="does not exist"):
+        report.render(tmp_path / "missing")
+    with pytest.raises(report.MissingResults, match="holds no result files"):
+        report.render(tmp_path)
+    (tmp_path / "notes.json").write_text("{}")
+    with pytest.raises(report.MissingResults, match="holds none of the benchmarks' result files"):
+        report.render(tmp_path)
+    (tmp_path / "shared_cpu.json").write_text("")  # a benchmark stopped while writing
+    with pytest.raises(report.MissingResults, match="shared_cpu.json is not a readable result file"):
+        report.render(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def course_tokenizer():
+    import bertlib
+
+    return bertlib.load_model(ROOT / "models" / "course-mini")[1]
+
+
+def test_finetune_batches_are_padded_as_the_fine_tuning_loop_pads_them(course_tokenizer, task_data, monkeypatch):
+    "Length-grouped SST-2 batches, each padded to its longest sentence rounded up to 8, not to the window."
+    monkeypatch.setenv("BERTLIB_DATA_DIR", str(task_data))
+    bench = load_script("finetune_step")
+    batches = bench.training_batches(course_tokenizer, 128, 32, 3, sentences=500)
+    pad = course_tokenizer.token_to_id("[PAD]")
+    for batch in batches:
+        lengths = batch["attention_mask"].sum(1)
+        assert batch["input_ids"].shape == (32, -(-int(lengths.max()) // 8) * 8) and batch["labels"].shape == (32,)
+        assert (batch["input_ids"][batch["attention_mask"] == 0] == pad).all()
+        assert int(lengths.max()) - int(lengths.min()) < 16  # grouped by length: far narrower than the window
+    assert len({b["input_ids"].shape[1] for b in batches}) > 1  # each batch padded to its own width
+
+
+def test_finetune_step_benchmark_writes_its_results_and_the_report_their_rows(tmp_path, task_data):
+    "The benchmark at its smallest (two batches, one repeat, three sentences), in a process of its own."
+    output = tmp_path / "finetune_step-cpu.json"
+    env = {**os.environ, "BERTLIB_DATA_DIR": str(task_data), "PYTHONPATH": str(ROOT)}
+    small = ["--batches", "2", "--train-sentences", "300", "--repeats", "1", "--warmup", "0", "--device", "cpu"]
+    predict = ["--predict-sentences", "3", "--predict-batch-size", "2", "--output", str(output)]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "finetune_step.py"), *small, *predict],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(output.read_text())
+    step, pred = data["step"], data["predict"]
+    assert step["batches"] == 2 and step["batch_size"] == 32 and data["parameters"] > 5e6
+    assert 0 < step["padding_share"] < 1 and step["tokens"] == round(step["mean_length"] * 64)
+    for side in ("bertlib", "transformers"):
+        assert step[side]["tokens_per_second"] == pytest.approx(
+            step["tokens"] / step[side]["seconds_per_repeat"][0],
+            rel=1e-3,  # the seconds are kept to 5 decimals
+        )
+    assert step["speedup"] == pytest.approx(
+        step["bertlib"]["tokens_per_second"] / step["transformers"]["tokens_per_second"]
+    )
+    assert pred["largest_probability_difference"] < 1e-5  # the export is the same model
+    assert pred["batch"]["sentences"] == 3 and set(pred["one_sentence_ms"]) == {"bertlib", "transformers"}
+    text = load_script("report").render(tmp_path)
+    row = (
+        f"| 32 x {step['mean_length']:.1f} | 128 | {step['padding_share']:.0%} | fp32 | "
+        f"{step['bertlib']['tokens_per_second']:,.0f} | {step['transformers']['tokens_per_second']:,.0f} | "
+        f"**{step['speedup']:.2f}x** | 1.5x: "
+    )
+    assert row in text and f"{pred['one_sentence_ms']['bertlib']:.1f} ms with `bertlib.predict`" in text

@@ -82,13 +82,20 @@ def test_recipe_study_refuses_a_smoke_run_into_its_own_folder():
 
 
 def test_finetune_study(tmp_path, readme, task_data):
+    "An earlier slice and a full-data plan at their smallest; the report says which plans it still lacks."
     out = tmp_path / "finetune"
-    study("finetune_study.py", "run", "sst2-lr3e-5", "--smoke", "--out", out, "--readme", readme)
-    assert sorted(p.name for p in (out / "results").iterdir()) == [
-        "sst2-lr3e-5-pretrained-s0.json",
-        "sst2-lr3e-5-random-s0.json",
-    ]
-    assert "(`sst2-lr3e-5`)" in block(readme, "finetune") and (out / "README.md").exists()
+    study("finetune_study.py", "run", "sst2-lr3e-5", "rte-full", "--smoke", "--out", out, "--readme", readme)
+    names = {p.name for p in (out / "results").iterdir()}
+    # each start's seed 0 at both learning rates, then the other pre-trained seeds at the rate chosen
+    assert {f"rte-full-lr{lr:g}-{init}-s0.json" for lr in (1e-4, 3e-4) for init in ("pretrained", "random")} <= names
+    assert len([n for n in names if re.fullmatch(r"rte-full-lr0\.000[13]-pretrained-s[12]\.json", n)]) == 2
+    assert {"sst2-lr3e-5-pretrained-s0.json", "sst2-lr3e-5-random-s0.json"} <= names and len(names) == 8
+    finetune = block(readme, "finetune")
+    assert "| RTE accuracy (`rte-full`) |" in finetune and "(`sst2-lr3e-5`)" not in finetune
+    assert "`sst2-full`: no results yet" in finetune and "`squad-full`: no results yet" in finetune
+    study_readme = (out / "README.md").read_text()
+    assert "## Learning rates tried" in study_readme and "| SST-2 accuracy (`sst2-lr3e-5`) |" in study_readme
+    assert (out / "curves.png").stat().st_size > 0
 
 
 def test_distil_study(tmp_path, readme, task_data):
@@ -105,6 +112,7 @@ def test_variants_study(tmp_path, readme, task_data):
     result = json.loads((out / "results" / "bert.json").read_text())
     assert set(result["scores"]) == {"64", "128"} and "rte" in result
     assert (out / "curves.png").exists() and "| `bert` |" in block(readme, "variants")
+    assert "Not run yet, so not in the table: `rope`, `pre-ln`," in block(readme, "variants")
 
 
 def test_course_model_card(tmp_path, readme):

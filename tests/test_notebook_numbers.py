@@ -230,7 +230,8 @@ def test_every_literature_number_has_a_citation_and_is_used():
         if cell["cell_type"] == "markdown"
         for number, _ in prose_numbers("".join(cell["source"]))
     }
-    unused = [entry["value"] for value, entry in literature.items() if value not in used]
+    # an entry that names a `task` is a published score that experiments/finetune_study.py sets beside its own
+    unused = [entry["value"] for value, entry in literature.items() if value not in used and "task" not in entry]
     assert not unused, f"{LITERATURE.name} lists numbers that no notebook's prose uses: {unused}"
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU session 4 (issue 18's remaining parts), one part per device call (each under the tool's 10 minutes):
 #   speed     the cuda suite against transformers, compiled and eager, random and real (WikiText-2) batches;
+#             the fine-tuning step and predict on SST-2 against transformers (bf16);
 #             the profile of a base step after (head index from the CPU, compiled) to set beside profile-base-before
 #   loader    what the loader supplies with 0-8 workers against what a compiled mini step consumes, and the GPU's
 #             busy share sampled every 200 ms during 1,500 steps of mini at batch 256
@@ -20,6 +21,7 @@ case $part in
 speed)
   timeout 330 python3 benchmarks/train_step.py --suite cuda --output "$OUT/train_step-cuda.json"
   timeout 150 python3 benchmarks/train_step.py --suite cuda --no-compile --no-memory --output "$OUT/train_step-cuda-eager.json"
+  timeout 120 python3 benchmarks/finetune_step.py --device cuda --output "$OUT/finetune_step-cuda.json"
   timeout 90 python3 benchmarks/profile_step.py --compile --output "$OUT/profile-base-after.txt" > /dev/null
   ;;
 loader)

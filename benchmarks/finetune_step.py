@@ -1,0 +1,219 @@
+"""Fine-tuning beside HF `transformers`: one training step (forward, cross-entropy, backward, AdamW step) of bertlib's
+`BertForSequenceClassification` against `transformers.BertForSequenceClassification` (SDPA attention) with the same
+weights, batches and dtype; then `bertlib.predict` against transformers' text-classification pipeline on the same
+model, exported.
+
+    python benchmarks/finetune_step.py                  # the course model on SST-2, on the CPU
+    python benchmarks/finetune_step.py --device cuda    # the same on a GPU, bf16 autocast
+
+The batches are SST-2's training sentences, tokenized with the model's tokenizer and batched by bertlib's fine-tuning
+loader: length-grouped batches of 32, each padded to its longest sentence rounded up to 8 (the fine-tuning
+collator). Both sides train on the same batches, timed in one process, interleaved (ours, HF, ours, ...) after
+warm-up; a repeat is one pass over the batches, and the median of the repeats is reported. Tokens/s counts the
+sentences' tokens, not their padding. Prediction: one validation sentence per call (cycling through them), and a
+list of sentences, which the pipeline batches and `bertlib.predict`, which takes one text, classifies one by one.
+"""
+
+import argparse
+import itertools
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+# runnable from a checkout: the repository's bertlib and the helpers next to this file come first
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+from bench_utils import (  # noqa: E402
+    RESULTS_DIR,
+    configure_process,
+    interleaved_times,
+    machine_info,
+    median,
+    repeated,
+    training_step,
+    write_results,
+)
+
+import bertlib  # noqa: E402
+from bertlib.data.batching import make_loader  # noqa: E402
+from bertlib.recipes.finetune import TaskObjective  # noqa: E402
+from bertlib.tasks.features import encode_task  # noqa: E402
+
+TASK = "sst2"
+TARGET_SPEEDUP = 1.5  # bertlib's fine-tuning step against transformers', in tokens/s (issue 33)
+SIDES = ("bertlib", "transformers")
+
+
+def classifier(source: str | Path, device: torch.device) -> tuple[bertlib.BertForSequenceClassification, Any]:
+    "SST-2's classifier on the encoder of the run `source` (its newest checkpoint), in training mode; its tokenizer."
+    pretrained, tokenizer = bertlib.load_model(source)
+    torch.manual_seed(0)  # the head's initial weights
+    model = bertlib.BertForSequenceClassification(
+        pretrained.config, bertlib.load_task(TASK, "validation")[0].label_names
+    )
+    model.load_encoder(pretrained.state_dict())
+    return model.to(device).train(), tokenizer
+
+
+def training_batches(
+    tokenizer, max_seq_len: int, batch_size: int, count: int, sentences: int | None = None
+) -> list[dict[str, torch.Tensor]]:
+    """The first `count` batches of an epoch of fine-tuning on SST-2's training sentences (all, or the first
+    `sentences`), as bertlib's loop gets them: its loader (length-grouped, seed 0) and its task collator (padding to a
+    multiple of 8)."""
+    features = encode_task(TASK, bertlib.load_task(TASK, "train")[:sentences], tokenizer, max_seq_len)
+    collate = TaskObjective(TASK, tokenizer.token_to_id("[PAD]")).collate
+    loader = make_loader(features, batch_size, collate, features.lengths)
+    return list(itertools.islice(loader, count))
+
+
+def time_steps(ours: torch.nn.Module, batches: list[dict], args: argparse.Namespace, device: torch.device) -> dict:
+    "Both sides' training steps on `batches`, interleaved; tokens/s of text (padding left out) and the ratio."
+    theirs = bertlib.to_transformers(ours)  # the same weights, in training mode too
+    theirs.set_attn_implementation("sdpa")
+    on_device = [{key: value.to(device) for key, value in b.items()} for b in batches]
+    bf16 = args.dtype == "bf16"
+    steps = {side: training_step(m, on_device, device, bf16) for side, m in zip(SIDES, (ours, theirs), strict=True)}
+    passes = {side: repeated(step, len(batches)) for side, step in steps.items()}
+    times = interleaved_times(passes, args.warmup, args.repeats, device)
+    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    row: dict[str, Any] = {
+        "batch_size": args.batch_size,
+        "max_seq_len": args.max_seq_len,
+        "batches": len(batches),
+        "tokens": tokens,
+        "mean_length": tokens / sum(len(b["input_ids"]) for b in batches),
+        "padding_share": 1 - tokens / sum(b["input_ids"].numel() for b in batches),
+        "dtype": args.dtype,
+        "repeats": args.repeats,
+        "warmup": args.warmup,
+    }
+    for side in SIDES:
+        row[side] = {
+            "step_seconds": median(times[side]) / len(batches),
+            "tokens_per_second": tokens / median(times[side]),
+            "seconds_per_repeat": [round(t, 5) for t in times[side]],
+        }
+    row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    return row
+
+
+def time_predict(model: torch.nn.Module, tokenizer, args: argparse.Namespace, device: torch.device) -> dict:
+    """`bertlib.predict` against transformers' text-classification pipeline on the exported model: one sentence per
+    call, and a list of sentences; with the largest difference between their probabilities."""
+    sentences = [e.text for e in bertlib.load_task(TASK, "validation")[: args.predict_sentences]]
+    with tempfile.TemporaryDirectory() as folder:
+        # cut where predict cuts: the export's model_max_length is the run's length
+        bertlib.save_pretrained_hf(model, tokenizer, folder, model_max_length=args.max_seq_len)
+        pipe = transformers.pipeline("text-classification", model=folder, tokenizer=folder, device=device)
+
+    def ours(text: str) -> dict[str, float]:
+        return bertlib.predict(model, tokenizer, TASK, text, max_seq_len=args.max_seq_len)["probabilities"]
+
+    def theirs(texts: str | list[str], batch_size: int = 1) -> list:
+        return pipe(texts, top_k=None, truncation=True, batch_size=batch_size)
+
+    difference = max(
+        abs(ours(text)[label["label"]] - label["score"]) for text in sentences[:8] for label in theirs(text)
+    )
+    cycles = {side: itertools.cycle(sentences) for side in SIDES}
+    one = interleaved_times(
+        {
+            "bertlib": lambda: ours(next(cycles["bertlib"])),
+            "transformers": lambda: theirs(next(cycles["transformers"])),
+        },
+        len(sentences),
+        args.repeats * len(sentences),
+        device,
+    )
+    batch = interleaved_times(
+        {
+            "bertlib": lambda: [ours(text) for text in sentences],
+            "transformers": lambda: theirs(sentences, args.predict_batch_size),
+        },
+        1,
+        args.repeats,
+        device,
+    )
+    return {
+        "sentences": len(sentences),
+        "one_sentence_ms": {side: 1000 * median(t) for side, t in one.items()},
+        "batch": {
+            "sentences": len(sentences),
+            "pipeline_batch_size": args.predict_batch_size,
+            "sentences_per_second": {side: len(sentences) / median(t) for side, t in batch.items()},
+        },
+        "largest_probability_difference": difference,
+        # predict computes as bertlib's evaluation does (bf16 autocast on a GPU); the pipeline in the model's fp32
+        "dtype": {"bertlib": "bf16 autocast" if device.type == "cuda" else "fp32", "transformers": "fp32"},
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", type=Path, default=ROOT / "models" / "course-mini", help="a pre-training run folder")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default=None, help="default: bf16 on cuda, fp32 on cpu")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--batches", type=int, default=16, help="training batches in one timed pass")
+    p.add_argument("--train-sentences", type=int, default=None, help="batch the first N (default: all of SST-2)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed passes first")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--predict-sentences", type=int, default=64, help="SST-2 validation sentences classified")
+    p.add_argument("--predict-batch-size", type=int, default=32, help="the pipeline's batch for a list of sentences")
+    p.add_argument("--output", type=Path, default=None, help="JSON file (default: results/finetune_step-DEVICE.json)")
+    args = p.parse_args(argv)
+    counts = ("batch_size", "max_seq_len", "batches", "train_sentences", "repeats", "predict_sentences")
+    for name in (*counts, "predict_batch_size"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}")
+    if args.warmup < 0:
+        p.error(f"--warmup must be 0 or more, not {args.warmup}")
+    if not (args.model / "config.json").is_file():
+        p.error(f"{args.model} is not a run folder (no config.json); give --model a pre-training run")
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    args.dtype = args.dtype or ("bf16" if args.device.startswith("cuda") else "fp32")
+    return args
+
+
+def main(argv: list[str] | None = None) -> Path:
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    settings = configure_process(args.threads)
+    model, tokenizer = classifier(args.model, device)
+    batches = training_batches(tokenizer, args.max_seq_len, args.batch_size, args.batches, args.train_sentences)
+    step = time_steps(model, batches, args, device)
+    prediction = time_predict(model, tokenizer, args, device)
+    result = {
+        "benchmark": "finetune_step",
+        "machine": machine_info(device),
+        "settings": settings,
+        "model": args.model.name,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "task": TASK,
+        "train_sentences": args.train_sentences,
+        "target_speedup": TARGET_SPEEDUP,
+        "step": step,
+        "predict": prediction,
+    }
+    ms = prediction["one_sentence_ms"]
+    print(
+        f"fine-tuning step: bertlib {step['bertlib']['tokens_per_second']:,.0f} tokens/s, transformers "
+        f"{step['transformers']['tokens_per_second']:,.0f} tokens/s (x{step['speedup']:.2f}; target "
+        f"x{TARGET_SPEEDUP:g}); predict one sentence: {ms['bertlib']:.1f} ms vs the pipeline's "
+        f"{ms['transformers']:.1f} ms",
+        flush=True,
+    )
+    output = args.output or RESULTS_DIR / f"finetune_step-{device.type}.json"
+    print(f"wrote {write_results(output, result)}")
+    return output
+
+
+if __name__ == "__main__":
+    main()

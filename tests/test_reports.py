@@ -1,0 +1,141 @@
+"""Reports never replace results with nothing (README, "Runs that survive"): every script that rewrites a generated
+block of the README from result files refuses, in one line on stderr and exit code 2, when those results are
+missing or empty, and leaves the README and its own folder as they were. A report made of part of its results says
+what it lacks.
+
+The scripts run as a user runs them (`python benchmarks/report.py`, `python experiments/NAME.py`), each in a process
+of its own, against a copy of the README.
+"""
+
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# each report script, with the options that point it at its results (the folder is added after them)
+REPORTS = {
+    "benchmarks/report.py": ["--results-dir"],
+    "experiments/finetune_study.py": ["--report", "--out"],
+    "experiments/variants_study.py": ["--report", "--out"],
+    "experiments/distil_study.py": ["--report", "--out"],
+    "experiments/recipe_report.py": ["--out"],
+    "experiments/course_model.py": ["--card", "--out"],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["missing", "empty"])
+@pytest.mark.parametrize("script", REPORTS)
+def test_claim_reports_never_replace_results_with_nothing(script, folder, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    results = tmp_path / "results"
+    if folder == "empty":
+        results.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / script), *REPORTS[script], str(results), "--readme", str(readme)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2, f"{script} exited with {done.returncode}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert str(results) in done.stderr
+    assert readme.read_text(encoding="utf-8") == (ROOT / "README.md").read_text(encoding="utf-8")
+    assert (sorted(results.iterdir()) == []) if folder == "empty" else not results.exists()
+
+
+@pytest.fixture
+def finetune_study(monkeypatch):
+    "The fine-tuning study's module, imported as the studies import each other: from experiments/ on the path."
+    monkeypatch.syspath_prepend(str(ROOT / "experiments"))
+    return importlib.import_module("finetune_study")
+
+
+def finetune_result(plan: str, init: str, seed: int, lr: float, score: float) -> dict:
+    "A result file of the fine-tuning study as `run` writes it, with `score` as its best validation (a fraction)."
+    task = plan.removesuffix("-full")
+    metric = {"conll2003": "f1", "squad": "f1"}.get(task, "accuracy")
+    best = {"step": 20, "split": "validation", metric: score, **({"exact_match": score / 2} if task == "squad" else {})}
+    settings = {"lr": lr, "epochs": 3.0, "batch_size": 32, "max_seq_len": 128, "doc_stride": 42, "train_examples": None}
+    return {
+        "plan": plan,
+        "task": task,
+        "init": init,
+        "seed": seed,
+        "settings": settings,
+        "metric": metric,
+        "best": best,
+        "validations": [{**best, "step": 10, metric: score - 0.01}, best],
+        "train": [{"step": 10, "loss": 0.7}, {"step": 20, "loss": 0.6}],
+        "minutes": 2.0,
+        "machine": "Test CPU, 2 cores",
+        "threads": 1,
+        "commit": "abc1234",
+    }
+
+
+def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what_it_lacks(finetune_study, tmp_path):
+    runs = [
+        # RTE: pre-trained validates best at 1e-4, random init at 3e-4
+        ("rte-full", "pretrained", 0, 1e-4, 0.60),
+        ("rte-full", "pretrained", 0, 3e-4, 0.55),
+        ("rte-full", "pretrained", 1, 1e-4, 0.58),
+        ("rte-full", "pretrained", 2, 1e-4, 0.62),
+        ("rte-full", "random", 0, 1e-4, 0.53),
+        ("rte-full", "random", 0, 3e-4, 0.54),
+        # SST-2: pre-trained best at 3e-4, short of BERT-Tiny's 83.2, and worth only 2 points over random weights
+        ("sst2-full", "pretrained", 0, 1e-4, 0.80),
+        ("sst2-full", "pretrained", 0, 3e-4, 0.81),
+        ("sst2-full", "pretrained", 1, 3e-4, 0.79),
+        ("sst2-full", "pretrained", 2, 3e-4, 0.80),
+        ("sst2-full", "random", 0, 1e-4, 0.78),
+        ("sst2-full", "random", 0, 3e-4, 0.77),
+        # SQuAD: one run so far; CoNLL-2003: none
+        ("squad-full", "pretrained", 0, 1e-4, 0.20),
+    ]
+    results = tmp_path / "study" / "results"
+    results.mkdir(parents=True)
+    for run in runs:
+        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(finetune_result(*run)))
+    readme = tmp_path / "README.md"
+    readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
+    finetune_study.report(tmp_path / "study", readme)
+    block = readme.read_text(encoding="utf-8").split("<!-- finetune:start -->")[1].split("<!-- finetune:end -->")[0]
+    assert "| RTE accuracy (`rte-full`) | 60.0 ± 2.0 (n=3) | 54.0 (n=1) | +6.0 | 0.0001, 0.0003 | all |" in block
+    assert "| SST-2 accuracy (`sst2-full`) | 80.0 ± 1.0 (n=3) | 78.0 (n=1) | +2.0 | 0.0003, 0.0001 |" in block
+    assert "| SQuAD v1.1 F1 (EM) (`squad-full`) | 20.0 (10.0) (n=1) | – | – | 0.0001 so far, – |" in block
+    assert "SST-2 accuracy ≥ 83.2 (BERT-Tiny's test-set score): 80.0, missed by 3.2 points" in block
+    assert "SST-2 accuracy +2.0, missed by 1.0 points; RTE accuracy +6.0, met" in block
+    assert "Not judged yet, for want of results from both starts: CoNLL-2003 entity F1, SQuAD v1.1 F1." in block
+    assert "`conll2003-full`: no results yet" in block
+    assert "`squad-full`: pre-trained seed 0 at lr 0.0003, pre-trained seed 1, pre-trained seed 2, random init" in block
+    assert "Machine: Test CPU, 2 cores, 1 thread(s)" in block
+    # the published small models beside ours, each marked test or dev, read from docs/literature_numbers.toml
+    assert "| BERT-Mini | 4 layers, hidden 256 | 85.9 | 57.9 | – | – | test |" in block
+    assert "| ELECTRA-Small | 12 layers, hidden 256 | 91.2 | 66.7 | – | EM 75.8 | dev |" in block
+    assert (
+        "| course `mini`, pre-trained (this study) | 4 layers, hidden 256 | 80.0 | 60.0 | – | F1 20.0, EM 10.0 |"
+        in block
+    )
+    assert "![learning curves](study/curves.png)" in block and (tmp_path / "study" / "curves.png").stat().st_size
+    study_readme = (tmp_path / "study" / "README.md").read_text(encoding="utf-8")
+    assert "| SST-2 accuracy (`sst2-full`) | pre-trained | 80.0 | 81.0 | 0.0003 |" in study_readme
+    assert "| SQuAD v1.1 F1 (`squad-full`) | pre-trained | 20.0 (10.0) | not run | 0.0001 so far |" in study_readme
+    assert "## Earlier slices" not in study_readme  # none of the slice plans' results are in the folder
+
+
+def test_the_finetune_report_refuses_results_without_a_full_data_run(finetune_study, tmp_path):
+    "Only the earlier slices' results: the block would hold none of the four tasks, so nothing is written."
+    results = tmp_path / "study" / "results"
+    results.mkdir(parents=True)
+    (results / "sst2-pretrained-s0.json").write_text(json.dumps(finetune_result("sst2", "pretrained", 0, 1e-4, 0.7)))
+    readme = tmp_path / "README.md"
+    readme.write_text("<!-- finetune:start -->\nmeasured\n<!-- finetune:end -->\n")
+    with pytest.raises(finetune_study.MissingResults, match="holds no full-data result"):
+        finetune_study.report(tmp_path / "study", readme)
+    assert "measured" in readme.read_text() and sorted(p.name for p in (tmp_path / "study").iterdir()) == ["results"]
