@@ -9,7 +9,7 @@
 The two sides are timed in one process, interleaved (ours, HF, ours, HF, ...) after warm-up, and the median
 of the repeats is reported. Peak memory is measured in a fresh process per side, so that one model's
 allocations never count against the other. bertlib is given the head index its training loop gets from the
-collator (`bertlib.model.head_index`, found on the CPU), so its timed step reads nothing back from a GPU.
+collator (`bertlib.model.bert.head_index`, found on the CPU), so its timed step reads nothing back from a GPU.
 """
 
 import argparse
@@ -37,15 +37,10 @@ from bench_utils import (  # noqa: E402
     synchronize,
     write_results,
 )
-
-from bertlib import interop  # noqa: E402
-from bertlib.batching import make_loader  # noqa: E402
-from bertlib.config import BertConfig  # noqa: E402
-from bertlib.corpus import wikitext_corpus  # noqa: E402
-from bertlib.model import BertForPreTraining, head_index  # noqa: E402
-from bertlib.objectives import MaskedLMAndNSP  # noqa: E402
-from bertlib.pretraining_data import PretrainingDataset, mask_tokens  # noqa: E402
-from bertlib.tokenizer import (  # noqa: E402
+from bertlib.data.batching import make_loader  # noqa: E402
+from bertlib.data.corpus import wikitext_corpus  # noqa: E402
+from bertlib.data.pretraining import PretrainingDataset, mask_tokens  # noqa: E402
+from bertlib.data.tokenizer import (  # noqa: E402
     CLS_ID,
     DEFAULT_VOCAB_SIZE,
     MASK_ID,
@@ -53,7 +48,11 @@ from bertlib.tokenizer import (  # noqa: E402
     SPECIAL_IDS,
     train_wikitext_tokenizer,
 )
-from bertlib.train_config import PretrainConfig  # noqa: E402
+from bertlib.hf import interop  # noqa: E402
+from bertlib.model.bert import BertForPreTraining, head_index  # noqa: E402
+from bertlib.model.config import BertConfig  # noqa: E402
+from bertlib.recipes.objectives import MaskedLMAndNSP  # noqa: E402
+from bertlib.train.settings import PretrainConfig  # noqa: E402
 
 SIDES = ("bertlib", "transformers")
 # Dense bf16 tensor-core peaks (no sparsity), in FLOP/s, from the vendors' data sheets; the first name that

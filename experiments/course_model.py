@@ -11,11 +11,10 @@ Hand-written; not part of the library.
 import argparse
 import datetime
 
+from bertlib.evaluation.scores import evaluate_run
+from bertlib.train.checkpoints import checkpoints
+from bertlib.train.runs import load_run, read_metrics
 from study import ROOT, output_options, parse, provenance, read_json, update_readme, write_json
-
-from bertlib.checkpoints import checkpoints
-from bertlib.evaluate import evaluate_run
-from bertlib.runs import load_run, read_metrics
 
 RUN = ROOT / "models" / "course-mini"
 # how the run was made, in the card's words: written by experiments/gpu/plan.py's course part with the packed run

@@ -14,9 +14,8 @@ import csv
 import re
 import statistics
 
+from bertlib.train.runs import read_metrics
 from study import ROOT, output_options, parse, read_json, update_readme
-
-from bertlib.runs import read_metrics
 
 RESULTS = ROOT / "docs" / "results" / "gpu"
 SESSIONS = {

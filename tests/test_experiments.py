@@ -1,6 +1,6 @@
 """The studies in experiments/: each script runs end to end in its smallest mode (`--smoke`) into a temporary folder
 and writes its results, report and README block there; the recipe study's probes are the library's attention
-analyses (`bertlib.viz`), equal to the definitions they replaced; the GPU plan's packing and notebook runner work
+analyses (`bertlib.viz.attention`), equal to the definitions they replaced; the GPU plan's packing and notebook runner work
 (the plan itself: tests/test_gpu_plan.py).
 
 The studies are scripts, run here as they are run by hand (`python experiments/NAME.py`); the one unit test imports
@@ -18,12 +18,11 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from bertlib.data.tokenizer import CLS_ID, SEP_ID
+from bertlib.evaluation.scores import evaluation_loader
+from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
 from safetensors.torch import load_file
-
-from bertlib.config import BertConfig
-from bertlib.evaluate import evaluation_loader
-from bertlib.model import BertForPreTraining
-from bertlib.tokenizer import CLS_ID, SEP_ID
 
 ROOT = Path(__file__).resolve().parents[1]
 EXPERIMENTS = ROOT / "experiments"

@@ -12,10 +12,9 @@ import shutil
 from pathlib import Path
 
 import torch
+from bertlib.train.checkpoints import checkpoints, write_checksums
+from bertlib.train.runs import read_metrics
 from safetensors.torch import load_file, save_file
-
-from bertlib.checkpoints import checkpoints, write_checksums
-from bertlib.runs import read_metrics
 
 
 def best_checkpoint(run: Path) -> Path:
