@@ -359,16 +359,18 @@ def main(argv: list[str] | None = None) -> None:
         SUITES[args.suite] if args.suite else [(args.preset, args.vocab_size, args.batch_size, args.seq_len, args.data)]
     )
     steps_per_repeat = args.steps_per_repeat
-    rows = []
+    rows, machine = [], machine_info(device)
     for preset, vocab_size, batch_size, seq_len, data in shapes:
         args.preset, args.vocab_size, args.batch_size, args.seq_len = preset, vocab_size, batch_size, seq_len
         args.data = data
         args.steps_per_repeat = steps_per_repeat  # a wikitext row sets its own
         rows.append(compare(args, BertConfig.from_preset(preset, vocab_size=vocab_size), device))
         print_row(rows[-1])
+        if args.output:  # after every row, so that a suite stopped by a time limit keeps the rows it finished
+            found = {"benchmark": "train_step", "machine": machine, "settings": settings, "results": rows}
+            written = write_results(args.output, found)
     if args.output:
-        data = {"benchmark": "train_step", "machine": machine_info(device), "settings": settings, "results": rows}
-        print(f"wrote {write_results(args.output, data)}")
+        print(f"wrote {written}")
 
 
 if __name__ == "__main__":

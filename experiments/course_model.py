@@ -28,17 +28,8 @@ from bertlib.train.checkpoints import checkpoints
 from bertlib.train.runs import load_run, read_metrics
 
 RUN = ROOT / "models" / "course-mini"
-# how the run was made: the command of experiments/gpu/session2.sh, on the machine its log names
-MADE_BY = {
-    "command": "python -m bertlib pretrain --preset mini --epochs 100 --batch-size 256 --lr 1e-3 --eval-every 186 "
-    "--save-every 186 --keep-checkpoints 100 --log-every 62 --num-workers 6 --device cuda",
-    "machine": "one NVIDIA H100 80GB HBM3 (the device tool's nvidia-h100-x1), torch 2.11.0+cu130, bf16 autocast",
-    "script": "experiments/gpu/session2.sh (run side by side with a second learning rate on the same GPU)",
-    "kept": "the checkpoint with the lowest validation MLM loss, its weights cast to float16 "
-    "(experiments/gpu/pack_run.py); the optimiser state is not shipped",
-    "note": "the run stopped at step 8,633 of its 9,300 (a division by zero on a batch without masked tokens, fixed "
-    "since in commit a31e998; see docs/results/gpu/runs/mini-e100-lr1e-3/log.txt)",
-}
+# how the run was made, in the card's words: written by experiments/gpu/plan.py's course part with the packed run
+MADE_BY = read_json(RUN / "made_by.json")
 
 
 def evaluate(max_batches: int | None = None) -> dict:
@@ -61,7 +52,8 @@ def card(evaluation: dict) -> str:
     step = int(checkpoint.name.split("-")[1])
     records = read_metrics(RUN / "metrics.jsonl")
     valid = [r for r in records if r.get("split") == "validation"]
-    best = min(valid, key=lambda r: r["mlm_loss"])
+    # the kept checkpoint's own validation (the newest one need not be the best at the validation's length)
+    kept = next((r for r in valid if r["step"] == step), None) or min(valid, key=lambda r: r["mlm_loss"])
     last = [r for r in records if "lr" in r][-1]
     rows = []
     for split, s in evaluation["scores"].items():
@@ -84,7 +76,7 @@ pieces, {tokenizer.get_vocab_size():,} in `tokenizer.json`), pre-trained with ML
 - **Made by** `{MADE_BY["command"]}`
 - **On** {MADE_BY["machine"]}; {MADE_BY["script"]}.
 - **Kept**: `{checkpoint.name}` (step {step:,}), {MADE_BY["kept"]}. Its validation MLM loss during training was
-  {best["mlm_loss"]:.4f} at step {best["step"]:,} (bf16 on the GPU).
+  {kept["mlm_loss"]:.4f} at step {kept["step"]:,} (bf16 on the GPU).
 - **Note**: {MADE_BY["note"]}; at its last logged step, {last["step"]:,}, the learning rate had decayed to
   {last["lr"] / cfg.lr:.0%} of its peak.
 

@@ -4,8 +4,9 @@ the runs' own `config.json`, `metrics.jsonl` and logs under `docs/results/gpu/ru
 
     python experiments/gpu_report.py
 
-Hand-written; not part of the library. The runs themselves are made by `experiments/gpu/session*.sh` on a GPU
-machine.
+Hand-written; not part of the library. The runs were made on a GPU machine by the session scripts
+experiments/gpu/session1.sh to session3.sh (`git show 2648870:experiments/gpu/session1.sh`); the GPU work to come is
+experiments/gpu/plan.py's.
 """
 
 import argparse
@@ -124,7 +125,8 @@ statically masked validation split, every 184 or 186 steps (every 930 in session
 {utilisation(rows)}
 
 Commands: `experiments/gpu/session1.sh` and `session2.sh` (each run is one `python -m bertlib pretrain`
-line there) and `session3.sh` (notebook 07 in full mode, with the library's generic training loop); logs:
+line there) and `session3.sh` (notebook 07 in full mode, with the library's generic training loop), as of commit
+2648870 (`git show 2648870:experiments/gpu/session1.sh`; `experiments/gpu/plan.py` has replaced them); logs:
 `session1-log.txt`, `session2-log.txt`, `session3-log.txt`, `runs/*/log.txt`; GPU utilisation sampled every
 second: `session*-gpu-util.csv`. The profile of a `base` training step before any optimisation:
 `profile-base-before.txt`. The course model (`models/course-mini`) is the best checkpoint of

@@ -1,7 +1,7 @@
 """The studies in experiments/: each script runs end to end in its smallest mode (`--smoke`) into a temporary folder
 and writes its results, report and README block there; the recipe study's probes are the library's attention
-analyses (`bertlib.viz.attention`), equal to the definitions they replaced; the GPU sessions name scripts that exist and
-options that today's command line takes.
+analyses (`bertlib.viz.attention`), equal to the definitions they replaced; the GPU plan's packing and notebook runner
+work (the plan itself: tests/test_gpu_plan.py).
 
 The studies are scripts, run here as they are run by hand (`python experiments/NAME.py`); the one unit test imports
 `recipe_study` the way the scripts import each other, with experiments/ on the path.
@@ -11,7 +11,7 @@ import importlib
 import json
 import math
 import re
-import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +21,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from bertlib.cli.main import build_parser
 from bertlib.data.tokenizer import CLS_ID, SEP_ID
 from bertlib.evaluation.scores import evaluation_loader
 from bertlib.model.bert import BertForPreTraining
@@ -119,7 +118,8 @@ def test_course_model_card(tmp_path, readme):
     out = tmp_path / "card"
     study("course_model.py", "--smoke", "--out", out, "--readme", readme)
     study("course_model.py", "--card", "--out", out, "--readme", readme)
-    assert (out / "evaluation.json").exists() and "step-0008556" in (out / "README.md").read_text()
+    (kept,) = (ROOT / "models" / "course-mini" / "checkpoints").iterdir()
+    assert (out / "evaluation.json").exists() and f"`{kept.name}`" in (out / "README.md").read_text()
     assert "| validation |" in block(readme, "course-model")
 
 
@@ -141,34 +141,31 @@ def test_pack_run_keeps_the_best_checkpoint_in_float16(tmp_path):
         assert tensor.dtype == expected.dtype and torch.equal(tensor, expected), name
 
 
+def test_pack_run_keeps_the_newest_checkpoint_when_told(tmp_path):
+    "A run whose best validation came before its last checkpoint: the best by default, the newest with --newest."
+    run = tmp_path / "run"
+    source = ROOT / "models" / "course-mini"
+    (checkpoint,) = (source / "checkpoints").iterdir()
+    run.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy2(source / name, run / name)
+    for step in (1, 2):
+        shutil.copytree(checkpoint, run / "checkpoints" / f"step-{step:07d}")
+    validations = [{"step": step, "split": "validation", "mlm_loss": loss} for step, loss in ((1, 3.0), (2, 3.5))]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in validations))
+    expected = [((), "step-0000001", "lowest validation MLM loss"), (("--newest",), "step-0000002", "newest")]
+    for flags, kept, rule in expected:
+        out = tmp_path / f"packed{len(flags)}"
+        study("gpu/pack_run.py", run, out, *flags)
+        assert [c.name for c in (out / "checkpoints").iterdir()] == [kept]
+        assert json.loads((out / "best.json").read_text())["rule"] == rule
+
+
 def test_run_notebook_executes_in_place(tmp_path):
     path = tmp_path / "two.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(6 * 7)")]), path)
     study("gpu/run_notebook.py", path, "--timeout", "60")
     assert nbformat.read(path, as_version=4).cells[0].outputs[0]["text"] == "42\n"
-
-
-def session_commands(script: Path) -> list[list[str]]:
-    "The `python3 -m bertlib pretrain` commands of a GPU session script, with its `$common` options filled in."
-    text = script.read_text().replace("\\\n", " ")  # continued lines as one
-    common = dict(re.findall(r'^(\w+)="([^"]*)"$', text, re.MULTILINE))
-    commands = []
-    for line in text.splitlines():
-        if "-m bertlib pretrain" in line:
-            command = re.split(r"\s+(?:[>|&]|2>)", line.split("-m bertlib", 1)[1])[0]  # before redirections
-            commands.append(shlex.split(re.sub(r"\$(\w+)", lambda m: common.get(m[1], m[0]), command)))
-    return commands
-
-
-def test_gpu_sessions_name_scripts_and_options_that_exist():
-    scripts = sorted((EXPERIMENTS / "gpu").glob("session*.sh"))
-    for script in scripts:
-        commands = session_commands(script)
-        assert len(commands) == script.read_text().count("-m bertlib pretrain")
-        for args in commands:
-            build_parser().parse_args(args)  # exits (SystemExit) on an option the command line no longer takes
-    named = {p for s in scripts for p in re.findall(r"(?:experiments|benchmarks)/[\w/]+\.py", s.read_text())}
-    assert named and all((ROOT / p).is_file() for p in named), sorted(p for p in named if not (ROOT / p).is_file())
 
 
 @pytest.fixture
