@@ -3,7 +3,15 @@
 Written by hand (nbdev cannot export one notebook to two new modules); notebook 02 presents it.
 """
 
-__all__ = ["ACTIVATIONS", "NORM_STYLES", "POSITION_EMBEDDING_TYPES", "POOLINGS", "PRESETS", "BertConfig"]
+__all__ = [
+    "ACTIVATIONS",
+    "NORM_STYLES",
+    "POSITION_EMBEDDING_TYPES",
+    "POOLINGS",
+    "SOFT_TARGETS",
+    "PRESETS",
+    "BertConfig",
+]
 
 import dataclasses
 import json
@@ -21,6 +29,7 @@ ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu", "silu")
 NORM_STYLES = ("post", "pre")
 POSITION_EMBEDDING_TYPES = ("absolute", "rope")
 POOLINGS = ("cls", "mean")  # what a sequence classifier reads (`bertlib.model.heads`)
+SOFT_TARGETS = ("all", "masked")  # the tokens whose soft targets a student learns (`bertlib.model.distillation`)
 PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512),
     "mini": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, intermediate_size=1024),

@@ -3,99 +3,32 @@ pre-trained teacher's embeddings, heads and evenly spread layers, learns on pack
 teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain
 `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
 
-Written by hand; notebook 12 presents it.
+Written by hand around the pieces that notebook 12 builds (`bertlib.model.distillation`): the student, its
+teacher's layers and the three losses, which `Distillation` weights for the training loop.
 """
 
-__all__ = ["teacher_layers", "student_from_teacher", "distillation_losses", "Distillation", "load_teacher", "distil"]
+__all__ = ["Distillation", "load_teacher", "distil"]
 
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import nn
 
 from ..data.tokenizer import PAD, PAD_ID
 from ..evaluation.scores import validation_metrics
-from ..model.bert import IGNORE_INDEX, BertForPreTraining
+from ..model.bert import BertForPreTraining
+from ..model.distillation import distillation_losses, student_from_teacher, teacher_layers
 from ..train.factory import load_model
 from ..train.lifecycle import open_run
 from ..train.loop import fit
 from ..train.runs import RunError, load_run
-from ..train.settings import SOFT_TARGETS, DistilConfig, FinetuneConfig
-from ..utils.checks import check_choice
+from ..train.settings import DistilConfig, FinetuneConfig
 from .objectives import MaskedLM, freeze_nsp
 from .pretrain import check_settings, pretraining_data
-
-LAYERS = "bert.encoder.layers."
-
-
-def teacher_layers(teacher: int, student: int) -> list[int]:
-    """The teacher's layers that a student of `student` layers starts from: spread evenly, the first and the last
-    included (DistilBERT's 0, 2, 4, 7, 9, 11 of BERT-base's 12, every other layer); one layer takes the first."""
-    if not 1 <= student <= teacher:
-        raise ValueError(
-            f"student_layers={student} is not valid; a student of a {teacher}-layer teacher has 1 to {teacher} layers"
-        )
-    return [0] if student == 1 else [round(i * (teacher - 1) / (student - 1)) for i in range(student)]
-
-
-def student_from_teacher(teacher: BertForPreTraining, num_layers: int | None = None) -> BertForPreTraining:
-    """A student of `num_layers` layers (default: half the teacher's) holding copies of the teacher's embeddings,
-    heads and the layers `teacher_layers` picks."""
-    config = teacher.config
-    if config.share_layers:
-        raise ValueError(
-            "the teacher shares one layer across its depth (ALBERT), so a student has no layers to pick "
-            "from; distil a model with a layer per depth"
-        )
-    picked = teacher_layers(config.num_hidden_layers, num_layers or max(1, config.num_hidden_layers // 2))
-    student = BertForPreTraining(replace(config, num_hidden_layers=len(picked)))
-    state = teacher.state_dict()
-
-    def source(key: str) -> str:
-        if not key.startswith(LAYERS):
-            return key
-        index, rest = key.removeprefix(LAYERS).split(".", 1)
-        return f"{LAYERS}{picked[int(index)]}.{rest}"
-
-    student.load_state_dict({key: state[source(key)].clone() for key in student.state_dict()})
-    return student.to(next(teacher.parameters()).device)
-
-
-def distillation_losses(
-    student: nn.Module,
-    teacher: nn.Module,
-    batch: dict[str, torch.Tensor],
-    temperature: float,
-    soft_targets: str = "all",
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """DistilBERT's three losses on an MLM batch, unweighted: the KL divergence from the teacher's predictions to
-    the student's, both softened by `temperature`, times its square (so that its gradients keep their size as the
-    temperature changes), a mean over every real token (`soft_targets="all"`, DistilBERT's default) or over the
-    masked ones ("masked", its `--restrict_ce_to_mask`); the student's MLM loss (a mean over the masked tokens);
-    and the cosine loss 1 - cos between the two models' last hidden states (a mean over real tokens)."""
-    check_choice("soft_targets", soft_targets, SOFT_TARGETS)
-    inputs = dict(
-        token_type_ids=batch["token_type_ids"], attention_mask=batch["attention_mask"], output_hidden_states=True
-    )  # no labels: predictions and final vectors at every position
-    out = student(batch["input_ids"], **inputs)
-    with torch.no_grad():
-        target = teacher(batch["input_ids"], **inputs)
-    masked, real = batch["labels"] != IGNORE_INDEX, batch["attention_mask"] == 1
-    rows = real if soft_targets == "all" else masked
-    log_p = F.log_softmax(out.prediction_logits[rows].float() / temperature, dim=-1)
-    log_q = F.log_softmax(target.prediction_logits[rows].float() / temperature, dim=-1)
-    soft = F.kl_div(log_p, log_q, log_target=True, reduction="sum") / max(1, len(log_p)) * temperature**2
-    mlm = F.cross_entropy(
-        out.prediction_logits[masked].float(), batch["labels"][masked], reduction="sum"
-    ) / masked.sum().clamp(min=1)  # 0, not NaN, for a batch without masked tokens
-    cos = 1 - F.cosine_similarity(out.hidden_states[-1][real].float(), target.hidden_states[-1][real].float(), dim=-1)
-    return soft, mlm, cos.mean()
 
 
 class Distillation(MaskedLM):

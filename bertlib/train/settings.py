@@ -31,14 +31,13 @@ from typing import Any, ClassVar, Self, get_args
 
 from ..data.pairs import Pairing
 from ..data.wikitext import WIKITEXT_CONFIGS
-from ..model.config import POOLINGS
+from ..model.config import POOLINGS, SOFT_TARGETS
 from ..tasks.examples import TASK_NAMES, TASKS
 from ..utils.checks import check_choice, check_non_negative, check_positive, check_positive_ints
 
 SCHEDULES = ("linear", "cosine", "constant")
 ON_NAN = ("stop", "skip")
 INITS = ("pretrained", "random")
-SOFT_TARGETS = ("all", "masked")
 OBJECTIVES = ("mlm_nsp", "mlm", "electra")
 
 

@@ -246,23 +246,28 @@ def finetuning_patterns() -> Diagram:
 
 
 def electra_model() -> Diagram:
-    """ELECTRA (notebook 12): a small generator fills the masked positions with tokens sampled from its MLM
-    predictions; the discriminator reads the result and tells, for every token, whether it is the original or a
-    replacement. The two share their embeddings; only the discriminator is kept for fine-tuning."""
-    fig, ax = _canvas(7.4, 3.6)
-    _box(ax, 1.2, 0.4, "the [MASK] sat [MASK]", "input", w=2.1)
-    _box(ax, 1.2, 1.35, "generator: small MLM", "head", w=2.1)
-    _box(ax, 1.2, 2.3, "sample: the dog sat down", "output", w=2.1)
-    _up(ax, 1.2, 0.4, 1.35)
-    _up(ax, 1.2, 1.35, 2.3)
-    _box(ax, 4.5, 1.35, "discriminator: BERT + a score per token", "attention", w=3.2)
-    _box(ax, 4.5, 2.3, "original  replaced  original  replaced", "output", w=3.2, size=8)
-    _box(ax, 4.5, 0.4, "the dog sat down", "input", w=3.2)
-    _up(ax, 4.5, 0.4, 1.35)
-    _up(ax, 4.5, 1.35, 2.3)
-    _arrow(ax, (2.25, 2.3), (2.9, 0.4), connectionstyle="arc3,rad=-0.2")
-    ax.text(3.9, 3.0, "the original was: the cat sat there", ha="center", fontsize=8, style="italic")
-    ax.text(1.2, 2.8, "MLM loss on the masks", ha="center", fontsize=7.5, style="italic")
-    ax.text(4.5, 2.8, "binary loss on every token", ha="center", fontsize=7.5, style="italic")
-    ax.text(2.9, 1.55, "shared\nembeddings", ha="center", fontsize=7, style="italic")
+    """ELECTRA (notebook 12), bottom up: a small generator fills the masked positions with tokens sampled from its
+    MLM predictions (no gradient flows through the sampling); the discriminator reads the result and tells, for
+    every token, whether it is the original or a replacement. The two share their embeddings; only the
+    discriminator is kept for fine-tuning."""
+    fig, ax = _canvas(6.8, 4.7)
+    xs, middle = (2.1, 3.0, 3.9, 4.8), 3.45
+    rows = (
+        (0.4, ("the", "[MASK]", "sat", "[MASK]"), "input"),
+        (2.1, ("the", "dog", "sat", "down"), "input"),
+        (3.8, ("original", "replaced", "original", "replaced"), "output"),
+    )
+    for y, words, kind in rows:
+        for x, word in zip(xs, words, strict=True):
+            _box(ax, x, y, word, kind, w=0.82, size=7.5 if kind == "output" else 8.5)
+    _box(ax, middle, 1.25, "generator: a small masked LM", "head", w=3.6)
+    _box(ax, middle, 2.95, "discriminator: BERT + one score per token", "attention", w=3.6)
+    for y0, y1 in ((0.4, 1.25), (1.25, 2.1), (2.1, 2.95), (2.95, 3.8)):
+        _up(ax, middle, y0, y1)
+    ax.text(middle + 0.08, 1.675, "sampled at the masks (no gradient)", fontsize=7, style="italic", va="center")
+    ax.text(middle, 4.4, "the original: the cat sat there", ha="center", fontsize=8.5, style="italic")
+    ax.text(0.1, 1.25, "MLM loss on the\nmasked positions;\nthrown away after\npre-training", fontsize=7, va="center")
+    ax.text(0.1, 2.95, "binary loss on\nevery real token;\nkept for fine-tuning", fontsize=7, va="center")
+    _arrow(ax, (5.3, 1.25), (5.3, 2.95), style="<->", linestyle=":", connectionstyle="arc3,rad=0.5")
+    ax.text(5.85, 2.1, "shared\nembeddings", fontsize=7.5, style="italic", va="center")
     return Diagram(fig)
