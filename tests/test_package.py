@@ -57,6 +57,15 @@ def test_the_command_line_help_imports_no_torch():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
 
 
+def test_the_package_docstring_lists_every_module():
+    "nbdev lists a module only when its docstring says more than a summary line: every module must."
+    listed = set(re.findall(r"- `bertlib\.([\w.]+)`", bertlib.__doc__))
+    modules = {
+        ".".join(p.relative_to(LIB).with_suffix("").parts) for p in LIB.rglob("*.py") if not p.name.startswith("_")
+    }
+    assert not modules - listed, f"modules the package docstring leaves out: {sorted(modules - listed)}"
+
+
 def test_version_matches_pyproject():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert bertlib.__version__ == project["version"]

@@ -3,9 +3,11 @@ its controls, pairs mark their boundary, the longest inputs render in every view
 reproducible."""
 
 import base64
+import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,6 +17,7 @@ from bert_testing import wordpiece_tokenizer
 from bertlib.data.tokenizer import add_bert_post_processor
 from bertlib.model.bert import BertForPreTraining, BertModel
 from bertlib.model.config import BertConfig
+from bertlib.viz import diagrams
 from bertlib.viz.attention import (
     AttentionMaps,
     attention_maps,
@@ -228,3 +231,24 @@ def test_head_scores_and_entropy_on_hand_made_heads(model, tokenizer):
     assert torch.isnan(head_scores(no_pieces)["same word"]).all()
     with pytest.raises(ValueError, match="no attention maps"):
         head_entropy([])
+
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCEPT_DIAGRAMS = {
+    "02_embeddings": "embedding_sum",
+    "03_self_attention": "masked_attention",
+    "04_encoder": "encoder_blocks",
+    "05_bert_pretraining_heads": "pretraining_model",
+    "10_finetuning": "finetuning_patterns",
+    "12_electra_distillation": "electra_model",
+}
+
+
+@pytest.mark.parametrize("notebook, name", CONCEPT_DIAGRAMS.items())
+def test_each_concept_diagram_is_a_figure_output_of_its_notebook(notebook, name):
+    cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8"))["cells"]
+    drawing = [c for c in cells if c["cell_type"] == "code" and f"{name}(" in "".join(c["source"])]
+    assert drawing, f"notebook {notebook} does not draw {name}"
+    assert any("image/png" in o.get("data", {}) for c in drawing for o in c["outputs"]), f"{name} has no saved figure"
+    png = getattr(diagrams, name)()._repr_png_()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000

@@ -1,6 +1,8 @@
-"""`BertConfig`: every size and option of a bertlib BERT, with presets, validation and JSON save/load.
+"""`BertConfig`: every size and option of a bertlib BERT, with HF's field names, the presets from `tiny` to `large`,
+validation that names a bad field in one line, and JSON save/load. It also holds the choices that the settings name
+without loading torch (activations, norm styles, position types, poolings, soft targets).
 
-Written by hand (nbdev cannot export one notebook to two new modules); notebook 02 presents it.
+Written by hand: plain bookkeeping, which notebook 02 presents and the model and its variants read.
 """
 
 __all__ = [

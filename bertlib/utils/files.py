@@ -1,4 +1,6 @@
-"""Files that a crash never leaves half-written: atomic writes and flushed folder entries.
+"""Files that a crash never leaves half-written: atomic writes (a temporary file beside the target, flushed and
+renamed over it) and flushed folder entries, so that a rename survives a power cut. Run folders, checkpoints,
+tokenizers, configurations and results files are all written through it.
 
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib.
 """

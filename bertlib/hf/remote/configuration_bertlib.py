@@ -1,5 +1,8 @@
 """The configuration of a bertlib BERT for HF `transformers` (`trust_remote_code=True`): bertlib's `BertConfig`
-fields, under the model type "bertlib". Shipped by bertlib's `export-hf`; needs only `transformers`."""
+fields, under the model type "bertlib", for the models that no `transformers` class computes (Pre-LN, rotary
+positions at another base, and the like).
+
+Shipped by bertlib's `export-hf` beside `modeling_bertlib.py`; needs only `transformers`."""
 
 from transformers import PretrainedConfig
 
