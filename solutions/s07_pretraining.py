@@ -6,7 +6,7 @@ without it `mini` trains for longer.
 """
 
 import torch
-from common import QUICK, documents, header, mean_mlm_loss, pair_batches, run_all, static_batches, tokenizer, train
+from common import QUICK, cli, documents, header, mean_mlm_loss, pair_batches, static_batches, tokenizer, train
 from torch import nn
 
 from bertlib import BertConfig, BertForPreTraining, PretrainConfig, PretrainingDataset
@@ -143,10 +143,5 @@ def exercise_3() -> None:
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -9,7 +9,7 @@ import math
 from itertools import islice
 
 import numpy as np
-from common import QUICK, corpus, course_model, header, run_all
+from common import QUICK, cli, corpus, course_model, header
 from torch.utils.data import DataLoader
 
 from bertlib import PretrainingDataset, fill_mask, pretraining_dataloader, validation_metrics
@@ -175,10 +175,5 @@ def exercise_3() -> None:
         print("no swap changed a top guess in these sentences; search more of the split")
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -7,7 +7,7 @@ steps and reads fewer sentences.
 """
 
 import torch
-from common import QUICK, course_model, documents, header, pair_batches, run_all, train
+from common import QUICK, cli, course_model, documents, header, pair_batches, train
 
 from bertlib import BertForPreTraining, load_wikitext2
 from bertlib.data.wikitext import split_documents
@@ -133,10 +133,5 @@ def exercise_3() -> None:
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

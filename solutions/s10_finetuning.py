@@ -10,7 +10,7 @@ import math
 import statistics
 
 import torch
-from common import COURSE_MODEL, QUICK, corpus, course_model, header, output_dir, run_all
+from common import COURSE_MODEL, QUICK, cli, corpus, course_model, header, output_dir
 from torch.utils.data import DataLoader
 
 from bertlib import BertForSequenceClassification, FinetuneConfig, finetune, load_task
@@ -181,10 +181,5 @@ def exercise_4() -> None:
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

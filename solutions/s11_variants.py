@@ -11,12 +11,12 @@ import time
 import torch
 from common import (
     QUICK,
+    cli,
     documents,
     header,
     mean_mlm_loss,
     pair_batches,
     parameters,
-    run_all,
     static_batches,
     tokenizer,
     train,
@@ -142,10 +142,5 @@ def exercise_4() -> None:
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -9,7 +9,7 @@ shows what each change touches but not the size of its effect.
 import math
 
 import torch
-from common import QUICK, course_model, documents, header, mean_mlm_loss, packed_batches, run_all, static_packed, train
+from common import QUICK, cli, course_model, documents, header, mean_mlm_loss, packed_batches, static_packed, train
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
 from bertlib.evaluation.electra import rtd_metrics
@@ -147,10 +147,5 @@ def exercise_4() -> None:
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)
