@@ -80,7 +80,9 @@ INTERNALS = {
     "TASKS": "tasks.examples.TASKS",
     "encode_task": "tasks.features.encode_task",
     "quick_slice": "tasks.load.quick_slice",
-    # training, evaluation, viz, recipes
+    # utils, training, evaluation, viz, recipes
+    "atomic_write": "utils.files.atomic_write",
+    "machine": "utils.environment.machine",
     "library_train": "recipes.objectives.train",
     "EVAL_SEED": "evaluation.scores.EVAL_SEED",
     "unigram_baseline": "evaluation.scores.unigram_baseline",
