@@ -46,7 +46,7 @@ def exercise_1() -> None:
         print(f"lowercase={lowercase!s:<5}: {pieces / words:.3f} pieces per word on validation ({pieces:,} pieces)")
     more = per_word[False] / per_word[True] - 1
     copies = sorted(p for p in vocab[False] if p != p.lower() and p.lower() in vocab[False])
-    readable = [c for c in copies if len(c) > 3]  # examples that read as words, not single letters
+    readable = [c for c in copies if len(c) > 3 and not c.startswith(CONTINUATION)]  # whole words, not letters
     print(
         f"the cased tokenizer needs {more:+.1%} pieces per word; {len(copies):,} of its {len(vocab[False]):,} pieces "
         f"are capitalised copies of pieces it also holds in lower case ({', '.join(readable[:3])}), room that the "
