@@ -4,7 +4,7 @@ gradient accumulation measured exact (and the naive average measured wrong), and
 `python solutions/s07_pretraining.py` runs them all. Both modes train `tiny`, as the exercises say: `BERTLIB_QUICK=1`
 for 300 steps of 8 x 64 tokens (a few minutes on one core), enough for the loss to fall well below a uniform guess
 (ln 8192 = 9.0) and for the schedules and the weight decay to act (20 steps, as before, left them nothing to show);
-without it for 1,000 steps of 16 x 128 (about 15 minutes).
+without it for 1,000 steps of 16 x 128 (20 minutes on one core of a 2-core machine).
 """
 
 import statistics
