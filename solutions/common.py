@@ -1,39 +1,112 @@
 """What the worked solutions share. Written by hand; no notebook exports it.
 
 Each `solutions/sNN_name.py` holds the worked solutions of notebook NN's exercises, one function per exercise
-(`exercise_1`, `exercise_2`, ...) that runs the change with the library and prints its effect, and a `main()` that
-runs them all: `python solutions/s07_pretraining.py`. With `BERTLIB_QUICK=1` every exercise runs on small slices,
-tiny models and few steps, a minute or two per notebook on a 2-core CPU: its numbers show what the change does,
-not how much it does at full size. Without it the exercises train real sizes for longer.
+(`exercise_1`, `exercise_2`, ...) that runs the change with the library, prints what it measured and a conclusion
+drawn from those numbers, and the same command line (`cli`): `python solutions/s07_pretraining.py` runs every
+exercise, `python solutions/s07_pretraining.py 2` only the second, `--help` lists them. With `BERTLIB_QUICK=1` every
+exercise runs on small slices, tiny models and few steps, a minute or a few per notebook on a 2-core CPU: its
+numbers show what the change does, not how much it does at full size. Without it the exercises train real sizes for
+longer; `solutions/run_all.py` runs them so and saves what they print in `solutions/outputs/`.
 
 Files a solution writes (run folders) go to `$BERTLIB_SOLUTIONS_DIR`, or to a temporary folder when it is unset,
 never into the checkout. WikiText-2 and the tasks come from the hub or from `$BERTLIB_DATA_DIR`, as everywhere.
 """
 
+import argparse
 import math
 import os
+import re
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
+from importlib import import_module
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from bertlib import BertForPreTraining, PretrainingDataset, load_model, pretraining_dataloader, quick_mode
-from bertlib.data.batching import set_epoch
-from bertlib.data.corpus import TokenizedCorpus, wikitext_corpus
-from bertlib.data.packed import PackedDataset
-from bertlib.data.pretraining import PaddingCollator
-from bertlib.data.tokenizer import load_tokenizer
+from bertlib import (
+    BertForPreTraining,
+    PretrainingDataset,
+    load_model,
+    load_run,
+    load_tokenizer,
+    pretraining_dataloader,
+    quick_mode,
+)
 
 QUICK = quick_mode()
 ROOT = Path(__file__).resolve().parents[1]
 COURSE_MODEL = ROOT / "models" / "course-mini"
 OUTPUT_ENV = "BERTLIB_SOLUTIONS_DIR"
+
+# The names of bertlib's modules that the solutions use beyond the public ones on `bertlib` itself (those are
+# imported from `bertlib`), as `name: "module.path.attribute"` under `bertlib`. This table is the one place to change
+# when the library moves one of them. Each is imported on first use (`from common import set_epoch`), so that a
+# move breaks only the exercises that use the name; tests/test_solutions.py resolves them all.
+INTERNALS = {
+    # data
+    "set_epoch": "data.batching.set_epoch",
+    "child_seed": "data.batching.child_seed",
+    "LengthGroupedSampler": "data.batching.LengthGroupedSampler",
+    "padding_waste": "data.batching.padding_waste",
+    "wikitext_corpus": "data.corpus.wikitext_corpus",
+    "PackedDataset": "data.packed.PackedDataset",
+    "PaddingCollator": "data.pretraining.PaddingCollator",
+    "mask_tokens": "data.pretraining.mask_tokens",
+    "CONTINUATION": "data.tokenizer.CONTINUATION",
+    "SPECIAL_TOKENS": "data.tokenizer.SPECIAL_TOKENS",
+    "SPECIAL_IDS": "data.tokenizer.SPECIAL_IDS",
+    "MASK_ID": "data.tokenizer.MASK_ID",
+    "WordPieceTokenizer": "data.tokenizer.WordPieceTokenizer",
+    "train_wordpiece": "data.tokenizer.train_wordpiece",
+    "word_frequencies": "data.tokenizer.word_frequencies",
+    "parse_heading": "data.wikitext.parse_heading",
+    "restore_joiners": "data.wikitext.restore_joiners",
+    "split_documents": "data.wikitext.split_documents",
+    "split_sentences": "data.wikitext.split_sentences",
+    # model
+    "BertEmbeddings": "model.embeddings.BertEmbeddings",
+    "MultiHeadSelfAttention": "model.attention.MultiHeadSelfAttention",
+    "attention_bias": "model.attention.attention_bias",
+    "explicit_attention": "model.attention.explicit_attention",
+    "BertEncoder": "model.encoder.BertEncoder",
+    "init_bert_weights": "model.encoder.init_bert_weights",
+    # tasks
+    "TASKS": "tasks.examples.TASKS",
+    "encode_task": "tasks.features.encode_task",
+    "quick_slice": "tasks.load.quick_slice",
+    # utils, training, evaluation, viz, recipes
+    "atomic_write": "utils.files.atomic_write",
+    "machine": "utils.environment.machine",
+    "library_train": "recipes.objectives.train",
+    "EVAL_SEED": "evaluation.scores.EVAL_SEED",
+    "unigram_baseline": "evaluation.scores.unigram_baseline",
+    "rtd_metrics": "evaluation.electra.rtd_metrics",
+    "PATTERNS": "viz.attention.PATTERNS",
+    "AttentionMaps": "viz.attention.AttentionMaps",
+    "attention_maps": "viz.attention.attention_maps",
+    "head_entropy": "viz.attention.head_entropy",
+    "head_scores": "viz.attention.head_scores",
+    "distillation_losses": "recipes.distil.distillation_losses",
+    "student_from_teacher": "recipes.distil.student_from_teacher",
+}
+
+
+def internal(name: str) -> Any:
+    "The bertlib name that `INTERNALS` lists as `name`, imported now."
+    if name not in INTERNALS:
+        raise AttributeError(f"module 'common' has no attribute {name!r}")
+    module, _, attribute = INTERNALS[name].rpartition(".")
+    return getattr(import_module(f"bertlib.{module}"), attribute)
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: `from common import set_epoch` ends here
+    return internal(name)
 
 
 def output_dir(name: str) -> Path:
@@ -51,10 +124,21 @@ def header(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
+def compared(a: float, b: float, tolerance: float) -> str:
+    "How `a` stands against `b`: 'lower', 'higher', or 'about the same' when they differ by less than `tolerance`."
+    return "about the same" if abs(a - b) < tolerance else "lower" if a < b else "higher"
+
+
 @cache
 def course_model() -> tuple[BertForPreTraining, object]:
     "The course model (`models/course-mini`) in eval mode, and its tokenizer."
     return load_model(COURSE_MODEL)
+
+
+def course_trained_length() -> int:
+    "The longest sequences the course model saw in training (positions past it were never trained)."
+    _, training, _ = load_run(COURSE_MODEL)
+    return max(training.max_seq_len, getattr(training, "long_seq_len", None) or 0)
 
 
 @cache
@@ -64,9 +148,9 @@ def tokenizer():
 
 
 @cache
-def corpus(split: str) -> TokenizedCorpus:
-    "A WikiText-2 split encoded with the course's tokenizer (cached on disk, notebook 06)."
-    return wikitext_corpus(split, tokenizer())
+def corpus(split: str):
+    "A WikiText-2 split encoded with the course's tokenizer (a `TokenizedCorpus`, cached on disk, notebook 06)."
+    return internal("wikitext_corpus")(split, tokenizer())
 
 
 def documents(split: str, quick_count: int) -> list:
@@ -79,7 +163,7 @@ def endless(loader: DataLoader) -> Iterator[dict[str, torch.Tensor]]:
     "The batches of `loader`, epoch after epoch, each epoch with new pairs and masks."
     epoch = 0
     while True:
-        set_epoch(loader, epoch)
+        internal("set_epoch")(loader, epoch)
         yield from loader
         epoch += 1
 
@@ -101,21 +185,25 @@ def packed_batches(
     docs, batch_size: int, max_seq_len: int, *, seed: int = 0, mlm_probability: float = 0.15
 ) -> Iterator[dict]:
     "Endless MLM batches of full-length packed rows of `docs` (RoBERTa's data, notebook 11), masked afresh each epoch."
-    dataset = PackedDataset(docs, tokenizer(), max_seq_len, seed=seed, mlm_probability=mlm_probability)
+    dataset = internal("PackedDataset")(docs, tokenizer(), max_seq_len, seed=seed, mlm_probability=mlm_probability)
     loader = DataLoader(
         dataset,
         batch_size,
         shuffle=True,
         generator=torch.Generator().manual_seed(seed),
-        collate_fn=PaddingCollator(dataset.pad_id, pad_to_multiple_of=8),
+        collate_fn=internal("PaddingCollator")(dataset.pad_id, pad_to_multiple_of=8),
     )
     return endless(loader)
 
 
 def static_packed(docs, batch_size: int, max_seq_len: int, count: int, mlm_probability: float = 0.15) -> list[dict]:
     "`count` fixed batches of statically masked packed rows of `docs`."
-    dataset = PackedDataset(docs, tokenizer(), max_seq_len, seed=12345, mlm_probability=mlm_probability, static=True)
-    loader = DataLoader(dataset, batch_size, collate_fn=PaddingCollator(dataset.pad_id, pad_to_multiple_of=8))
+    dataset = internal("PackedDataset")(
+        docs, tokenizer(), max_seq_len, seed=12345, mlm_probability=mlm_probability, static=True
+    )
+    loader = DataLoader(
+        dataset, batch_size, collate_fn=internal("PaddingCollator")(dataset.pad_id, pad_to_multiple_of=8)
+    )
     return [batch for batch, _ in zip(loader, range(count), strict=False)]
 
 
@@ -201,15 +289,37 @@ def mean_mlm_loss(model: nn.Module, batches: list[dict]) -> float:
     return total / count
 
 
-def run_all(module_name: str) -> None:
-    "Run every `exercise_N` of the module `module_name`, in order."
+def exercises(module_name: str) -> dict[int, Callable[[], None]]:
+    "The `exercise_N` functions of the module `module_name`, by N."
     module = sys.modules[module_name]
-    names = sorted((n for n in dir(module) if n.startswith("exercise_")), key=lambda n: int(n.split("_")[1]))
-    print(f"{Path(module.__file__).name}: {len(names)} exercises, quick mode {QUICK}", flush=True)
-    torch.manual_seed(0)
+    found = (re.fullmatch(r"exercise_(\d+)", name) for name in vars(module))
+    return {int(m.group(1)): getattr(module, m.group(0)) for m in sorted(filter(None, found), key=lambda m: int(m[1]))}
+
+
+def cli(module_name: str, argv: Sequence[str] | None = None) -> None:
+    """The command line of every solution module: `python solutions/sNN_name.py [N ...]` runs the exercises named
+    by number, or all of them, each from the same seed, and ends with the time each took; `--help` lists them."""
+    module = sys.modules[module_name]
+    found = exercises(module_name)
+    script = Path(module.__file__).name
+    listing = "\n".join(f"  {n:<3}{(f.__doc__ or '').strip().splitlines()[0]}" for n, f in found.items())
+    parser = argparse.ArgumentParser(
+        prog=f"python solutions/{script}",
+        description=module.__doc__,
+        epilog=f"exercises:\n{listing}\n\nBERTLIB_QUICK=1 runs them on small slices (what CI runs); the output of a "
+        f"full run is saved in solutions/outputs/{Path(script).stem}.txt by python solutions/run_all.py",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("numbers", nargs="*", type=int, metavar="N", help="exercises to run (default: all)")
+    chosen = parser.parse_args(argv).numbers or list(found)
+    unknown = sorted(set(chosen) - set(found))
+    if unknown:
+        parser.error(f"no exercise {', '.join(map(str, unknown))} in {script}; it has {', '.join(map(str, found))}")
+    print(f"{script}: exercises {', '.join(map(str, chosen))} of {len(found)}, quick mode {QUICK}", flush=True)
     seconds = {}
-    for name in names:
+    for number in chosen:
+        torch.manual_seed(0)  # the same start whether an exercise runs alone or after others
         start = time.perf_counter()
-        getattr(module, name)()
-        seconds[name] = time.perf_counter() - start
-    print("\ndone: " + ", ".join(f"{name} ({s:.0f} s)" for name, s in seconds.items()))
+        found[number]()
+        seconds[f"exercise_{number}"] = time.perf_counter() - start
+    print("\ndone: " + ", ".join(f"{name} ({s:.0f} s)" for name, s in seconds.items()), flush=True)

@@ -8,11 +8,19 @@ paragraphs.
 import time
 from collections import Counter, defaultdict
 
-from common import QUICK, header, run_all
+from common import (
+    CONTINUATION,
+    QUICK,
+    SPECIAL_TOKENS,
+    WordPieceTokenizer,
+    cli,
+    header,
+    split_documents,
+    train_wordpiece,
+    word_frequencies,
+)
 
 from bertlib import load_wikitext2, train_tokenizer
-from bertlib.data.tokenizer import CONTINUATION, SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece, word_frequencies
-from bertlib.data.wikitext import split_documents
 
 
 def _paragraphs(split: str, rows: int | None = None) -> list[str]:
@@ -30,13 +38,20 @@ def exercise_1() -> None:
     header("exercise 1: a cased tokenizer (lowercase=False) at 8,192 pieces")
     train, valid = _paragraphs("train"), _paragraphs("validation")
     words = sum(len(p.split()) for p in valid)
+    per_word, vocab = {}, {}
     for lowercase in (True, False):
         tokenizer = train_tokenizer(train, lowercase=lowercase)
         pieces = sum(len(e.ids) for e in tokenizer.encode_batch(valid, add_special_tokens=False))
+        per_word[lowercase], vocab[lowercase] = pieces / words, tokenizer.get_vocab()
         print(f"lowercase={lowercase!s:<5}: {pieces / words:.3f} pieces per word on validation ({pieces:,} pieces)")
+    more = per_word[False] / per_word[True] - 1
+    copies = sorted(p for p in vocab[False] if p != p.lower() and p.lower() in vocab[False])
+    readable = [c for c in copies if len(c) > 3 and not c.startswith(CONTINUATION)]  # whole words, not letters
     print(
-        "the cased vocabulary spends pieces on capitalised copies of words (The/the, City/city), so fewer "
-        "distinct words fit whole and more are spelled in pieces"
+        f"the cased tokenizer needs {more:+.1%} pieces per word; {len(copies):,} of its {len(vocab[False]):,} pieces "
+        f"are capitalised copies of pieces it also holds in lower case ({', '.join(readable[:3])}), room that the "
+        f"lower-cased vocabulary gives to "
+        + ("more words, so fewer are spelled in pieces" if more > 0 else "other pieces, which do not help here")
     )
 
 
@@ -133,25 +148,30 @@ def exercise_3() -> None:
         made = {a + b.removeprefix(CONTINUATION): i for i, (a, b) in enumerate(merges)}
         split = tokenizers[rule].tokenize(word)
         print(f"{rule:>10}: {split}, pieces made at merge " + ", ".join(str(made.get(p, "-")) for p in split))
-    letters = splits[word]
-    for a, b in zip(letters, letters[1:], strict=False):
-        print(f"   pair ({a}, {b}): count {pairs[a, b]:5}, likelihood {pairs[a, b] / (pieces[a] * pieces[b]):.2e}")
-    first = trained["likelihood"][1][0]
+    letters = list(zip(splits[word], splits[word][1:], strict=False))
+    scores = {pair: (pairs[pair], pairs[pair] / (pieces[pair[0]] * pieces[pair[1]])) for pair in letters}
+    for (a, b), (n, likelihood) in scores.items():
+        print(f"   pair ({a}, {b}): count {n:5}, likelihood {likelihood:.2e}")
+    by_count = max(letters, key=lambda pair: scores[pair][0])
+    by_likelihood = max(letters, key=lambda pair: scores[pair][1])
     print(
-        f"   for scale, the likelihood rule's first merge {first}: count {pairs[first]}, likelihood "
-        f"{pairs[first] / (pieces[first[0]] * pieces[first[1]]):.2e}"
+        f"of this word's letter pairs, the count rule merges {by_count} first (count {scores[by_count][0]}), the "
+        f"likelihood rule {by_likelihood} (likelihood {scores[by_likelihood][1]:.2e}"
+        + (
+            f", though it occurs only {scores[by_likelihood][0]} times): the likelihood divides by how common the "
+            f"parts are, so it glues letters that seldom appear apart before the commonest pairs"
+            if by_count != by_likelihood
+            else "): both start from the same pair, and the splits part later, when merges of other words change "
+            "the counts"
+        )
     )
-    print(
-        "count merges the pairs seen most often, so the common letter pairs of English go first and a frequent "
-        "word ends up in large pieces; likelihood divides by how common the parts are, so it first glues rare "
-        "letters that always appear together, and common letter pairs wait: the same word is cut elsewhere"
-    )
-
-
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
+    for rule, (_, merges) in trained.items():
+        first = merges[0]
+        print(
+            f"   for scale, the {rule} rule's first merge {first}: count {pairs[first]}, likelihood "
+            f"{pairs[first] / (pieces[first[0]] * pieces[first[1]]):.2e}"
+        )
 
 
 if __name__ == "__main__":
-    main()
+    cli(__name__)

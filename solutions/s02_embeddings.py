@@ -12,19 +12,21 @@ import torch
 import torch.nn.functional as F
 from common import (
     QUICK,
+    BertEmbeddings,
+    cli,
+    compared,
     course_model,
+    course_trained_length,
     documents,
     header,
     mean_mlm_loss,
     pair_batches,
     parameters,
-    run_all,
     static_batches,
     train,
 )
 
 from bertlib import BertConfig, BertForPreTraining
-from bertlib.model.embeddings import BertEmbeddings
 
 
 def exercise_1() -> None:
@@ -46,6 +48,11 @@ def exercise_1() -> None:
         f"{'all embeddings':<20} {parameters(embeddings):>12,}  {parameters(embeddings) / total:6.2%} of {total:,} "
         f"parameters"
     )
+    largest = max(parts, key=lambda name: parameters(parts[name]))
+    print(
+        f"the {largest} dominates: {parameters(parts[largest]) / parameters(embeddings):.1%} of the embeddings, "
+        f"{parameters(parts[largest]) / total:.1%} of the model"
+    )
 
 
 def sinusoids(n: int, dim: int) -> torch.Tensor:
@@ -63,6 +70,7 @@ def exercise_2() -> None:
     length, steps, batch = (32, 30, 8) if QUICK else (64, 1500, 16)
     docs, valid = documents("train", 60), documents("validation", 20)
     scores = {length: static_batches(valid, 16, length, 8), 2 * length: static_batches(valid, 16, 2 * length, 8)}
+    rise, moved_past = {}, {}
     for kind in ("learned", "sinusoids"):
         torch.manual_seed(0)
         model = BertForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
@@ -74,15 +82,23 @@ def exercise_2() -> None:
         train(model, pair_batches(docs, batch, length), steps, lr=1e-3)
         moved = (table.detach() - start).norm(dim=1)
         losses = {n: mean_mlm_loss(model, batches) for n, batches in scores.items()}
+        rise[kind] = losses[2 * length] - losses[length]
+        moved_past[kind] = moved[length : 2 * length].mean() / moved[:length].mean().clamp_min(1e-12)
         print(
             f"{kind:<9}: rows moved by training, mean norm: positions < {length}: {moved[:length].mean():.4f}, "
             f"{length}..{2 * length - 1}: {moved[length : 2 * length].mean():.4f}; validation MLM loss at "
             f"{length} tokens {losses[length]:.3f}, at {2 * length} tokens {losses[2 * length]:.3f}"
         )
     print(
-        "a learned table trains only the rows it saw (the others move by weight decay alone), so past the "
-        "training length the model reads random vectors; sinusoids are defined at every position, and a "
-        "position past the training length has the same relation to its neighbours as those seen"
+        f"the learned table's rows past {length} moved {moved_past['learned']:.1%} as far as the rows it trained "
+        f"(weight decay alone reaches them), so past the training length it reads vectors close to their random "
+        f"start; at twice the length its loss changes by {rise['learned']:+.3f}, the sinusoids' by "
+        f"{rise['sinusoids']:+.3f}: "
+        + {
+            "lower": "the sinusoids, defined at every position, carry over better",
+            "higher": "the sinusoids carry over worse in this run",
+            "about the same": "the two carry over alike (within 0.01): positions do not matter yet to either model",
+        }[compared(rise["sinusoids"], rise["learned"], 0.01)]
     )
 
 
@@ -108,45 +124,62 @@ def exercise_3() -> None:
         f"[CLS] moved to segment 1, its token row shifted by (segment 0 - segment 1): largest change in the "
         f"encoder's outputs {diff:.1e}"
     )
-    print(
-        "[CLS] is always the same token at position 0, so its segment vector is a constant that its own row can "
-        "absorb: whichever segment it is given, the model can learn the same thing. The first [SEP] is always "
-        "the token right after A: the segment ids still change exactly where B begins, and the two [SEP]s "
-        "still differ (segment 0 after A, segment 1 after B), so no information is lost either"
-    )
+    if diff < 1e-4:
+        print(
+            "the outputs are the same up to rounding: [CLS] is always the same token at position 0, so its segment "
+            "vector is a constant that its own row absorbs, and whichever segment it is given the model can learn "
+            "the same thing. The first [SEP] is always the token right after A, and the segment ids still change "
+            "exactly where B begins, so nothing is lost there either"
+        )
+    else:
+        print("the outputs changed: the segment of [CLS] is not a constant that its token row can absorb here")
 
 
 def exercise_4() -> None:
     "How alike neighbouring and distant position vectors of the course model are, inside and past 128 positions."
-    header("exercise 4: the course model's position table (trained on sequences of up to 128 tokens)")
+    header("exercise 4: the course model's position table, inside and past the positions it was trained on")
+    trained = course_trained_length()
     model, _ = course_model()
-    table = F.normalize(model.bert.embeddings.position_embeddings.weight.detach(), dim=-1)
-    cosine = table @ table.T
+    weight = model.bert.embeddings.position_embeddings.weight.detach()
     torch.manual_seed(0)
-    fresh = F.normalize(BertForPreTraining(model.config).bert.embeddings.position_embeddings.weight.detach(), dim=-1)
-    fresh_cosine = fresh @ fresh.T
+    fresh = BertForPreTraining(model.config).bert.embeddings.position_embeddings.weight.detach()
+    size = len(weight)
 
-    def mean_at(matrix: torch.Tensor, rows: range, offset: int) -> float:
-        return torch.stack([matrix[i, i + offset] for i in rows]).mean().item()
+    def mean_at(table: torch.Tensor, rows: range, offset: int) -> float:
+        unit = F.normalize(table, dim=-1)
+        return (unit[rows.start : rows.stop] * unit[rows.start + offset : rows.stop + offset]).sum(-1).mean().item()
 
-    for name, rows in (("positions 0..127", range(0, 127 - 32)), ("positions 128..511", range(128, 511 - 32))):
+    inside, past = range(0, trained - 32), range(trained, size - 32)
+    print(f"the course model was trained on sequences of up to {trained} tokens; its table has {size} rows")
+    near = {}
+    for name, table, rows in (
+        (f"positions 0..{trained - 1}", weight, inside),
+        (f"positions {trained}..{size - 1}", weight, past),
+        ("untrained table", fresh, range(0, size - 32)),
+    ):
+        near[name] = mean_at(table, rows, 1)
         print(
-            f"{name}: mean cosine with the next position {mean_at(cosine, rows, 1):+.3f}, with the one 8 further "
-            f"{mean_at(cosine, rows, 8):+.3f}, 32 further {mean_at(cosine, rows, 32):+.3f}"
+            f"{name:<20}: mean cosine with the next position {near[name]:+.3f}, with the one 8 further "
+            f"{mean_at(table, rows, 8):+.3f}, 32 further {mean_at(table, rows, 32):+.3f}"
         )
-    print(f"untrained table: mean cosine with the next position {mean_at(fresh_cosine, range(0, 480), 1):+.3f}")
-    norms = model.bert.embeddings.position_embeddings.weight.detach().norm(dim=1)
-    print(f"row norms: positions 0..127 {norms[:128].mean():.3f}, 128..511 {norms[128:].mean():.3f}")
+    norms = weight.norm(dim=1)
+    shrink = norms[trained:].mean() / fresh.norm(dim=1).mean()
     print(
-        "the band (neighbours alike, far positions not) appears only in the 128 rows that training reached; "
-        "the rows past them are still the random start, shrunk a little by weight decay"
+        f"row norms: positions 0..{trained - 1} {norms[:trained].mean():.3f}, {trained}..{size - 1} "
+        f"{norms[trained:].mean():.3f}, untrained {fresh.norm(dim=1).mean():.3f}"
+    )
+    band, rest, untrained = near.values()
+    print(
+        (
+            f"the band (neighbours alike) is only in the {trained} rows that training reached: the rows past them "
+            f"are as unlike their neighbours as an untrained table's"
+            if abs(rest - untrained) < abs(band - untrained) / 4
+            else f"the rows past {trained} are not like an untrained table's: training reached them too"
+        )
+        + f", and their norm is {shrink:.0%} of an untrained row's"
+        + (" (weight decay shrank them)" if shrink < 1 else "")
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

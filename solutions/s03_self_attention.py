@@ -8,10 +8,9 @@ import math
 
 import torch
 import torch.nn.functional as F
-from common import header, run_all
+from common import MultiHeadSelfAttention, attention_bias, cli, explicit_attention, header
 
 from bertlib import BertConfig, BertForPreTraining
-from bertlib.model.attention import MultiHeadSelfAttention, attention_bias, explicit_attention
 
 
 def exercise_1() -> None:
@@ -33,12 +32,22 @@ def exercise_1() -> None:
         f"attention on the token before, positions 1..{n - 1}: mean {on_previous.mean():.3f}, least "
         f"{on_previous.min():.3f}; the first token, which has none, spreads it: largest {probs[0].max():.3f}"
     )
-    print("argmax of every row is the position before:", bool((probs[1:].argmax(-1) == torch.arange(n - 1)).all()))
+    previous = bool((probs[1:].argmax(-1) == torch.arange(n - 1)).all())
+    print(f"argmax of every row is the position before: {previous}")
     token_only = (tokens @ tokens.T).softmax(-1)  # queries and keys from the words alone
+    copies = token_only[4, [0, 4, 7]]
     print(
         f"from the words alone, 'the' at position 4 gives its three copies "
-        f"{token_only[4, [0, 4, 7]].sum():.3f} and the word before it {token_only[4, 3]:.3f}: without positions "
-        f"no head can tell the copies of a word apart, so the inputs must carry where each token is"
+        f"{', '.join(f'{c:.3f}' for c in copies.tolist())} and the word before it {token_only[4, 3]:.3f}"
+    )
+    print(
+        ("with positions in the inputs the head finds the token before; " if previous else "the head missed; ")
+        + (
+            "from the words alone the copies of a word get the same weight, so no head can tell them apart: the "
+            "inputs must carry where each token is"
+            if torch.allclose(copies, copies[0].expand(3))
+            else "from the words alone the copies got different weights"
+        )
     )
 
 
@@ -62,18 +71,28 @@ def exercise_2() -> None:
             for m in (layer.query, layer.key)
         )
     unit = [torch.randn(4, config.num_attention_heads, seq, config.head_size) for _ in range(2)]
-    print(f"head size {config.head_size}, {seq} keys: uniform attention has {math.log2(seq):.2f} bits")
+    uniform = math.log2(seq)
+    print(f"head size {config.head_size}, {seq} keys: uniform attention has {uniform:.2f} bits")
+    entropy = {}
     for name, (query, key) in (("BERT's initialisation (std 0.02)", (q, k)), ("queries and keys of variance 1", unit)):
         scaled = explicit_attention(query, key, key)[1]
         unscaled = explicit_attention(query * math.sqrt(config.head_size), key, key)[1]  # undoes the 1/sqrt(d)
+        entropy[name] = _entropy_bits(scaled), _entropy_bits(unscaled)
         print(
-            f"{name:<33}: entropy {_entropy_bits(scaled):.2f} bits scaled, {_entropy_bits(unscaled):.2f} bits "
+            f"{name:<33}: entropy {entropy[name][0]:.2f} bits scaled, {entropy[name][1]:.2f} bits "
             f"without scaling; score std {(query @ key.transpose(-2, -1)).std():.2f} unscaled"
         )
+    (init_scaled, init_unscaled), (unit_scaled, unit_unscaled) = entropy.values()
     print(
-        "without the scaling the scores spread sqrt(d) = 8 times wider: attention is much sharper than uniform "
-        "already at BERT's initialisation, and with unit-size queries and keys the rows are almost one-hot, where "
-        "the softmax's gradients vanish"
+        f"without the scaling the scores spread sqrt(d) = {math.sqrt(config.head_size):.0f} times wider. At BERT's "
+        f"initialisation the rows lose {init_scaled - init_unscaled:.2f} bits ({init_unscaled:.2f} of "
+        f"{uniform:.2f}: {'still close to uniform' if uniform - init_unscaled < 0.5 else 'far from uniform'}); "
+        f"with queries and keys of variance 1 they fall from {unit_scaled:.2f} to {unit_unscaled:.2f} bits"
+        + (
+            ", almost one-hot, where the softmax's gradients vanish"
+            if unit_unscaled < 1.0
+            else f", {2**unit_unscaled:.1f} keys' worth of attention"
+        )
     )
 
 
@@ -88,34 +107,38 @@ def exercise_3() -> None:
     with torch.no_grad():
         alone = model.bert(ids).last_hidden_state
         with_padding = model.bert(padded, attention_mask=mask).last_hidden_state
-    print(
-        f"real tokens, alone against padded to {padded.shape[1]}: largest difference "
-        f"{(alone - with_padding[:, : ids.shape[1]]).abs().max():.1e}"
-    )
+    change = (alone - with_padding[:, : ids.shape[1]]).abs().max().item()
+    print(f"real tokens, alone against padded to {padded.shape[1]}: largest difference {change:.1e}")
     bias = attention_bias(mask, torch.float32)[0, 0, 0, -1].item()
     print(
         f"every real query's scores on the padded keys get the bias {bias:.3e}, so they weigh 0; what a padded "
         f"query computes lands only at padded positions, which nothing reads"
+        if change < 1e-4
+        else "padding changed the outputs at real tokens: the mask does not hide the padded keys"
     )
     labels = padded.clone().masked_fill(mask == 0, -100)
     labels[0, [0, 5]] = -100  # [CLS] and [SEP] are never predicted
     with_pad_labels = padded.clone()  # the mistake: padding left with a label (the [PAD] id)
     with_pad_labels[0, [0, 5]] = -100
+    pad_only = torch.full_like(padded, -100).masked_fill(mask == 0, 0)
     with torch.no_grad():
-        right = model(padded, attention_mask=mask, labels=labels).mlm_loss
-        wrong = model(padded, attention_mask=mask, labels=with_pad_labels).mlm_loss
-    print(f"MLM loss over the 4 real tokens: {right:.3f}; with the 4 padded positions labelled [PAD] too: {wrong:.3f}")
+        right, wrong, pad = (
+            model(padded, attention_mask=mask, labels=targets).mlm_loss
+            for targets in (labels, with_pad_labels, pad_only)
+        )
+    real, padding = int((labels != -100).sum()), int((pad_only != -100).sum())
     print(
-        "a label at padding puts positions that hold no word into the mean: the model is then also taught to "
-        "predict [PAD] after padding, an easy task whose weight in the loss depends on how much padding a batch "
-        "happens to have, and the real tokens' share of the gradient shrinks"
+        f"MLM loss over the {real} real tokens: {right:.3f}; with the {padding} padded positions labelled [PAD] too: "
+        f"{wrong:.3f} (the padded positions alone: {pad:.3f})"
+    )
+    print(
+        f"a label at padding puts positions that hold no word into the mean and moves the loss by "
+        f"{wrong - right:+.3f}; "
+        "in training the model is also taught to predict [PAD] after padding, a task whose weight in the loss "
+        "depends on how much padding a batch happens to have, and the real tokens' share of the gradient shrinks "
+        f"(here to {real / (real + padding):.0%})"
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -8,11 +8,10 @@ import math
 from functools import partial
 
 import torch
-from common import header, parameters, run_all
+from common import BertEncoder, cli, header, init_bert_weights, parameters
 from torch import nn
 
 from bertlib import BertConfig
-from bertlib.model.encoder import BertEncoder, init_bert_weights
 
 
 def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[list[float], list[float]]:
@@ -46,22 +45,41 @@ def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[
     return rms, grads
 
 
+def _profile(rms: list[float], grads: list[float]) -> str:
+    "The shape across depth of a stack's stream and gradient, within 10% taken as level."
+    stream = "the stream grows with depth" if rms[-1] > 1.1 * rms[0] else "the stream stays level"
+    ratio = grads[0] / grads[-1]
+    gradient = "smaller than" if ratio < 0.9 else "larger than" if ratio > 1.1 else "about the same as"
+    return f"{stream}, the gradient at layer 1 is {gradient} at layer {len(grads)}"
+
+
 def exercise_1() -> None:
     "The initialisation figure's numbers with GELU and with ReLU."
     header("exercise 1: ReLU instead of GELU, at initialisation")
     print(f"{'':<24}{'stream RMS after layer 1, 12':>32}{'gradient at layer 1, 12':>28}")
+    profiles = {}
     for std in (0.02, 0.09):
         for style in ("post", "pre"):
             for act in ("gelu", "relu"):
                 rms, grads = stack_at_initialisation(style, std, act)
+                profiles[std, style, act] = _profile(rms, grads)
                 print(
                     f"{style}-LN, std {std}, {act:<5}{rms[0]:>21.3f}{rms[-1]:>11.3f}{grads[0]:>17.4f}{grads[-1]:>11.4f}"
                 )
+    kept = 0
+    for std, style, act in profiles:
+        if act == "gelu":
+            gelu, relu = profiles[std, style, "gelu"], profiles[std, style, "relu"]
+            kept += gelu == relu
+            print(f"{style}-LN, std {std}: with GELU {gelu}; with ReLU {'the same' if relu == gelu else relu}")
     print(
-        "the curves keep their shape: Post-LN's stream stays at 1 and its gradient is smallest at the first layer, "
-        "Pre-LN's stream grows and its gradient shrinks with depth, whichever the activation. What changes is a "
-        "scale (ReLU passes its positive inputs whole, GELU shrinks the small ones): the profile across depth is "
-        "set by where the LayerNorms sit, not by the activation"
+        f"{kept} of {len(profiles) // 2} settings keep their profile across depth when ReLU replaces GELU"
+        + (
+            ": the profile is set by where the LayerNorms sit, not by the activation, which changes only a scale "
+            "(ReLU passes its positive inputs whole, GELU shrinks the small ones)"
+            if kept == len(profiles) // 2
+            else "; in the others the activation changes the profile, not only its scale"
+        )
     )
 
 
@@ -94,19 +112,16 @@ def exercise_3() -> None:
         print(f"layer {layer:>2}: measured {rms[layer - 1]:.3f}, predicted {math.sqrt(start**2 + layer * step):.3f}")
     ratio = rms[-1] / math.sqrt(start**2 + len(rms) * step)
     print(
-        f"measured / predicted at layer {len(rms)}: {ratio:.2f}"
+        f"measured / predicted at layer {len(rms)}: {ratio:.2f}; "
         + (
-            "; a little faster than sqrt(l): each contribution is slightly aligned with the stream it is added to"
+            "a little faster than sqrt(l): each contribution is slightly aligned with the stream it is added to"
             if ratio > 1.02
-            else ""
+            else "a little slower than sqrt(l): each contribution is slightly opposed to the stream it is added to"
+            if ratio < 0.98
+            else "the stream grows like sqrt(l), as uncorrelated contributions predict"
         )
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -1,19 +1,37 @@
 """Worked solutions of notebook 06's exercises (pre-training data): Google's fixed number of masks per sequence,
-pairs without short targets, whole-word masking put to a fair test, and RoBERTa's packed rows against pairs.
+pairs without short targets, whole-word masking put to a fair test, and RoBERTa's full sentences across documents
+as a `pairing="full"` mode of the dataset.
 
 `python solutions/s06_pretraining_data.py` runs them all; `BERTLIB_QUICK=1` uses the first documents of the
 splits and trains the models of exercise 3 for fewer steps.
 """
 
-from collections import Counter
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Sequence
 
 import torch
-from common import QUICK, documents, header, mean_mlm_loss, pair_batches, run_all, static_batches, tokenizer, train
+from common import (
+    MASK_ID,
+    QUICK,
+    SPECIAL_IDS,
+    LengthGroupedSampler,
+    PackedDataset,
+    child_seed,
+    cli,
+    compared,
+    documents,
+    header,
+    mask_tokens,
+    mean_mlm_loss,
+    padding_waste,
+    pair_batches,
+    static_batches,
+    tokenizer,
+    train,
+)
 
-from bertlib import BertConfig, BertForPreTraining, PretrainingDataset
-from bertlib.data.batching import LengthGroupedSampler, padding_waste
-from bertlib.data.packed import PackedDataset
-from bertlib.data.tokenizer import MASK_ID, SPECIAL_IDS
+from bertlib import BertConfig, BertForPreTraining, PretrainingDataset, pretraining_dataloader
 
 MAX_PREDICTIONS = 20  # Google's max_predictions_per_seq for sequences of 128
 
@@ -70,10 +88,22 @@ def exercise_1() -> None:
     print(f"{len(ours):,} sequences of up to 128 tokens; masked tokens per sequence:")
     _describe("a coin per token (ours, HF's)", ours)
     _describe("exact count (Google's)", google)
+    by_length = defaultdict(lambda: ([], []))
+    for i, (coin, exact) in enumerate(zip(ours, google, strict=True)):
+        by_length[dataset.examples[i].seq_len][0].append(coin)
+        by_length[dataset.examples[i].seq_len][1].append(exact)
+    spread = [[statistics.pstdev(counts[k]) for counts in by_length.values() if len(counts[k]) > 1] for k in range(2)]
     print(
-        f"about the same mean; Google's count depends only on a sequence's length and stops at {MAX_PREDICTIONS}, "
-        f"while a coin per token also varies between sequences of the same length (up to {max(ours)} here), so "
-        f"two sequences of the same length may teach very different amounts"
+        f"means {statistics.mean(ours):.2f} (coin) and {statistics.mean(google):.2f} (exact); among sequences of the "
+        f"same length the count varies with a std of {statistics.mean(spread[0]):.2f} for the coin and "
+        f"{statistics.mean(spread[1]):.2f} for the exact count, whose largest is {max(google)} (cap "
+        f"{MAX_PREDICTIONS}) where the coin reaches {max(ours)}: "
+        + (
+            "the exact count depends on the length alone, while the coin lets two sequences of one length teach "
+            "different amounts"
+            if statistics.mean(spread[1]) < statistics.mean(spread[0])
+            else "the two vary alike"
+        )
     )
 
 
@@ -81,21 +111,38 @@ def exercise_2() -> None:
     "Pairs per epoch and padding with and without the 10% of short targets."
     header("exercise 2: short_seq_prob=0")
     docs = documents("train", 120)
+    found = {}
     for short in (0.1, 0.0):
         dataset = PretrainingDataset(docs, tokenizer(), 128, seed=0, short_seq_prob=short)
         lengths = dataset.lengths()
         random_order = LengthGroupedSampler(lengths, 32, group_by_length=False).order()
         grouped = LengthGroupedSampler(lengths, 32).order()
-        print(
-            f"short_seq_prob={short}: {len(dataset):,} pairs, mean length {sum(lengths) / len(lengths):.1f}; "
-            f"padding at batch 32: {padding_waste(lengths, random_order, 32):.1%} in random order, "
-            f"{padding_waste(lengths, grouped, 32):.1%} grouped by length"
+        found[short] = (
+            len(dataset),
+            padding_waste(lengths, random_order, 32),
+            padding_waste(lengths, grouped, 32),
+            sum(n <= 64 for n in lengths) / len(lengths),
         )
+        print(
+            f"short_seq_prob={short}: {len(dataset):,} pairs, mean length {sum(lengths) / len(lengths):.1f}, "
+            f"{found[short][3]:.1%} of them 64 tokens or shorter; padding at batch 32: {found[short][1]:.1%} in "
+            f"random order, {found[short][2]:.1%} grouped by length"
+        )
+    (pairs, random_pad, grouped_pad, short_share), (pairs0, random_pad0, grouped_pad0, short_share0) = found.values()
     print(
-        "without short targets the pairs are fuller: fewer of them for the same text, and less padding in random "
-        "order (grouping by length removes most of it either way); but the model never sees the short inputs "
-        "that fine-tuning will give it"
+        f"without short targets: {pairs0 / pairs - 1:+.1%} pairs for the same text; padding in random order from "
+        f"{random_pad:.1%} to {random_pad0:.1%}, grouped by length from {grouped_pad:.1%} to {grouped_pad0:.1%}; "
+        f"inputs of 64 tokens or fewer from {short_share:.1%} to {short_share0:.1%}, so the model sees "
+        f"{'fewer' if short_share0 < short_share else 'no fewer'} of the short inputs that fine-tuning will give it"
     )
+
+
+_THAN = {"lower": "lower than", "higher": "higher than", "about the same": "about the same as"}
+_HARDER = {"lower": "easier to predict than", "higher": "harder to predict than", "about the same": "as hard as"}
+
+
+def _kind(whole_word: bool) -> str:
+    return "whole-word" if whole_word else "piece"
 
 
 def exercise_3() -> None:
@@ -104,51 +151,189 @@ def exercise_3() -> None:
     steps, batch, length = (20, 8, 64) if QUICK else (2000, 16, 128)
     docs, valid = documents("train", 60), documents("validation", 20)
     scores = {wwm: static_batches(valid, 32, length, 4, whole_word_mask=wwm) for wwm in (False, True)}
+    losses = {}
     for wwm in (False, True):
         torch.manual_seed(0)
         model = BertForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, pair_batches(docs, batch, length, whole_word_mask=wwm), steps, lr=1e-3)
+        losses[wwm] = {kind: mean_mlm_loss(model, scores[kind]) for kind in (False, True)}
         print(
-            f"trained with {'whole-word' if wwm else 'piece'} masks ({steps} steps): validation MLM loss on piece "
-            f"masks {mean_mlm_loss(model, scores[False]):.3f}, on whole-word masks "
-            f"{mean_mlm_loss(model, scores[True]):.3f}"
+            f"trained with {_kind(wwm)} masks ({steps} steps): validation MLM loss on piece masks "
+            f"{losses[wwm][False]:.3f}, on whole-word masks {losses[wwm][True]:.3f}"
         )
+    # the fair comparison reads a column (both models on the same masks); a diagonal mixes the model with the test
+    winners = {kind: compared(losses[True][kind], losses[False][kind], 0.01) for kind in (False, True)}
+    for kind, verdict in winners.items():
+        print(
+            f"on {_kind(kind)} masks the whole-word model's loss is {_THAN[verdict]} the piece model's "
+            f"({losses[True][kind] - losses[False][kind]:+.3f})"
+        )
+    harder = losses[False][True] - losses[False][False]
     print(
-        "compare the models on the same masks (a column), never each on its own kind (a diagonal): whole-word "
-        "masks hide the rest of a word too, which makes them harder for a model that has learned words, so a "
-        "model scored on them looks worse while it may have learned more. And the masks only serve the "
-        "pre-training: fine-tuning never masks, so the fairest test of the two is a fine-tuned task"
+        f"each scored on its own kind (the unfair diagonal) the whole-word model is "
+        f"{losses[True][True] - losses[False][False]:+.3f} off, of which the masks alone explain {harder:+.3f}: for "
+        f"the same model whole-word masks are "
+        f"{_HARDER[compared(harder, 0, 0.01)]} piece masks"
     )
+    if len(set(winners.values())) == 1 and winners[False] != "about the same":
+        print(f"on both kinds of masks the whole-word model is {winners[False]}: a fair verdict at this size")
+    else:
+        print(
+            "the columns disagree or tie, so the masks alone do not decide; they only serve the pre-training "
+            "(fine-tuning never masks), so the fairest test of the two is a fine-tuned task"
+        )
+
+
+def full_sentence_rows(docs: Sequence[Sequence[Sequence[int]]], width: int, sep_id: int) -> list[list[int]]:
+    """RoBERTa's FULL-SENTENCES rows: consecutive whole sentences packed into rows of at most `width` tokens, running
+    on from one document into the next with `sep_id` between them; a sentence longer than a row is cut."""
+    rows, row = [], []
+
+    def flush() -> None:
+        nonlocal row
+        if row and row[-1] == sep_id:  # the row's own closing [SEP] ends it
+            row.pop()
+        if row:
+            rows.append(row)
+        row = []
+
+    for doc in docs:
+        if row:  # the document before ends here
+            if len(row) + 1 > width:
+                flush()
+            else:
+                row.append(sep_id)
+        for sentence in doc:
+            for start in range(0, len(sentence), width):
+                piece = list(sentence[start : start + width])
+                if len(row) + len(piece) > width:
+                    flush()
+                row.extend(piece)
+    flush()
+    return rows
+
+
+class FullSentencesDataset(PretrainingDataset):
+    """`PretrainingDataset` with the mode that exercise 4 adds, `pairing="full"` (RoBERTa's FULL-SENTENCES): item `i`
+    is one row of whole sentences, `[CLS] ... [SEP]`, with no segment B and no `next_sentence_label`. The three
+    methods below are what the mode changes (it overrides the dataset's hook `_make_examples`, where the pairs are
+    made); the masking and the collator stay as they are. Any other pairing is the library's."""
+
+    def __init__(self, docs: Sequence[Sequence[Sequence[int]]], tokenizer, max_seq_len: int = 128, **options):
+        self.docs = docs
+        super().__init__(docs, tokenizer, max_seq_len, **options)
+
+    def _make_examples(self, epoch: int) -> list:
+        if self.pairing != "full":
+            return super()._make_examples(epoch)
+        return full_sentence_rows(self.docs, self.max_seq_len - 2, self.sep_id)  # the same rows every epoch
+
+    def lengths(self) -> list[int]:
+        if self.pairing != "full":
+            return super().lengths()
+        return [len(row) + 2 for row in self.examples]
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        if self.pairing != "full":
+            return super().__getitem__(index)
+        ids = torch.tensor([self.cls_id, *self.examples[index], self.sep_id])
+        special = (ids == self.cls_id) | (ids == self.sep_id)  # the [SEP]s between documents are never masked
+        generator = torch.Generator().manual_seed(child_seed(self.seed, self.epoch, index))  # new masks each epoch
+        masked, labels = mask_tokens(
+            ids,
+            special,
+            mask_token_id=self.mask_id,
+            vocab_size=self.vocab_size,
+            special_token_ids=self.special_ids,
+            mlm_probability=self.mlm_probability,
+            generator=generator,
+        )
+        return {"input_ids": masked, "token_type_ids": torch.zeros_like(masked), "labels": labels}
+
+
+FULL, PACKED = 'pairing="full"', "packed (notebook 11)"
 
 
 def exercise_4() -> None:
-    "RoBERTa's packed rows (bertlib.data.packed, notebook 11) against NSP pairs of the same text."
-    header("exercise 4: packed full-length rows without NSP, against pairs")
+    'The `pairing="full"` mode built, against NSP pairs and the library\'s packed rows of the same text.'
+    header('exercise 4: pairing="full", whole sentences across documents without NSP, against pairs')
     docs = documents("train", 60)
-    pairs = PretrainingDataset(docs, tokenizer(), 128, seed=0)
-    packed = PackedDataset(docs, tokenizer(), 128, seed=0)
-    for name, dataset in (("pairs (NSP)", pairs), ("packed rows (RoBERTa)", packed)):
+    datasets = {
+        "pairs (NSP)": PretrainingDataset(docs, tokenizer(), 128, seed=0),
+        FULL: FullSentencesDataset(docs, tokenizer(), 128, seed=0, pairing="full"),
+        PACKED: PackedDataset(docs, tokenizer(), 128, seed=0),
+    }
+    full, packed = datasets[FULL], datasets[PACKED]
+    found = {}
+    for name, dataset in datasets.items():
         lengths = dataset.lengths()
         item = dataset[0]
         order = LengthGroupedSampler(lengths, 32, group_by_length=False).order()
+        found[name] = padding_waste(lengths, order, 32)
         print(
-            f"{name:<22} {len(dataset):6,} rows, {sum(lengths) / len(lengths):5.1f} tokens per row, padding "
-            f"{padding_waste(lengths, order, 32):5.1%} at batch 32 in random order; keys {sorted(item)}; "
-            f"segment 1 used: {bool(item['token_type_ids'].any())}"
+            f"{name:<21} {len(dataset):6,} rows, {sum(lengths) / len(lengths):5.1f} tokens per row, padding "
+            f"{found[name]:5.1%} at batch 32 in random order; keys {sorted(item)}; segment 1 used: "
+            f"{bool(item['token_type_ids'].any())}"
         )
-    crossing = sum(bool((packed[i]["input_ids"][1:-1] == packed.sep_id).any()) for i in range(len(packed)))
-    print(f"packed rows that run from one document into the next: {crossing:,}")
+    crossing = {
+        name: sum(bool((d[i]["input_ids"][1:-1] == d.sep_id).any()) for i in range(len(d)))
+        for name, d in (("full", full), ("packed", packed))
+    }
+    # where the rows begin in the documents' stream of tokens (each document followed by [SEP], as packed makes it)
+    bounds = _sentence_bounds(docs)
+    mid = {
+        "full": sum(start not in bounds for start in _row_starts(full.examples, packed.stream.tolist(), full.sep_id)),
+        "packed": sum(i * packed.width not in bounds for i in range(len(packed))),
+    }
+    for name, dataset in (("full", full), ("packed", packed)):
+        print(
+            f"{name:<7} rows that run from one document into the next: {crossing[name]:,}; rows that begin inside "
+            f"a sentence: {mid[name]:,} of {len(dataset):,}"
+        )
+    batch = next(iter(pretraining_dataloader(full, 8, seed=0)))
+    torch.manual_seed(0)
+    out = BertForPreTraining(BertConfig.from_preset("tiny", vocab_size=full.vocab_size))(
+        batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+    )
     print(
-        "what changes: the dataset cuts one stream of tokens (documents joined by [SEP]) into full rows instead "
-        "of drawing pairs, so it needs no documents to draw from and no labels; the collator drops "
-        "next_sentence_label and segment 1, and pads nothing; the objective drops NSP, and the pooler is unused"
+        f"the library's loader and collator, unchanged, batch the full rows: keys {sorted(batch)}; the model's loss "
+        f"on them is {'MLM alone' if out.nsp_loss is None else 'MLM + NSP'} ({out.loss:.3f})"
+    )
+    print(
+        "what the mode changed: how examples are made (rows of whole sentences, "
+        f"{'crossing documents' if crossing['full'] else 'within documents'}, instead of pairs), their lengths, and "
+        "the item (one segment, no next_sentence_label); what stayed: the masking and the collator, which pads the "
+        "keys an item has. Against the library's packed rows, which cut the stream anywhere: "
+        f"{mid['packed']:,} of its rows begin inside a sentence, {mid['full']:,} of the full rows (the rest of a "
+        f"sentence longer than a row), which pay for "
+        f"that with {found[FULL] - found[PACKED]:+.1%} padding"
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
+def _sentence_bounds(docs: Sequence[Sequence[Sequence[int]]]) -> set[int]:
+    "The offsets in the documents' stream (each document followed by [SEP]) where a sentence or a [SEP] begins."
+    bounds, position = set(), 0
+    for doc in docs:
+        for sentence in doc:
+            bounds.add(position)
+            position += len(sentence)
+        bounds.add(position)
+        position += 1
+    return bounds
+
+
+def _row_starts(rows: list[list[int]], stream: list[int], sep_id: int) -> list[int]:
+    "Where each row begins in `stream`: the rows are its consecutive pieces, but for a [SEP] dropped at a row's end."
+    starts, position = [], 0
+    for row in rows:
+        if stream[position] == sep_id and row[0] != sep_id:
+            position += 1
+        if stream[position : position + len(row)] != row:
+            raise ValueError(f"row {len(starts)} is not the next piece of the stream")
+        starts.append(position)
+        position += len(row)
+    return starts
 
 
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -9,12 +9,10 @@ import math
 from itertools import islice
 
 import numpy as np
-from common import QUICK, corpus, course_model, header, run_all
+from common import EVAL_SEED, QUICK, attention_maps, cli, corpus, course_model, header, unigram_baseline
 from torch.utils.data import DataLoader
 
 from bertlib import PretrainingDataset, fill_mask, pretraining_dataloader, validation_metrics
-from bertlib.evaluation.scores import EVAL_SEED, unigram_baseline
-from bertlib.viz.attention import attention_maps
 
 BATCHES = 4 if QUICK else None  # batches of 64 validation pairs; None: the whole split
 
@@ -38,12 +36,16 @@ def exercise_1() -> None:
             f"seed {seed:>5}: perplexity {s['mlm_perplexity']:6.2f}, top-1 {s['mlm_accuracy']:.4f}, "
             f"NSP {s['nsp_accuracy']:.4f}"
         )
+    spread = {}
     for metric in ("mlm_perplexity", "mlm_accuracy", "nsp_accuracy"):
         values = [r[metric] for r in rows.values()]
-        print(f"{metric:<15} spread (largest - smallest) {max(values) - min(values):.4f}")
+        spread[metric] = max(values) - min(values)
+        print(f"{metric:<15} spread (largest - smallest) {spread[metric]:.4f}")
     print(
-        "two runs scored on the same static masks are compared without this noise; a difference smaller than "
-        "this spread between runs scored on different masks means nothing"
+        f"that is the noise floor: between runs scored on different masks, a difference of perplexity under "
+        f"{spread['mlm_perplexity']:.2f}, of top-1 accuracy under {spread['mlm_accuracy']:.2%} or of NSP accuracy "
+        f"under {spread['nsp_accuracy']:.2%} means nothing; runs scored on the same static masks are compared "
+        f"without it"
     )
 
 
@@ -100,9 +102,18 @@ def exercise_2() -> None:
     }
     for name, s in results.items():
         print(f"{name:<27} perplexity {s['mlm_perplexity']:8.2f}, top-1 {s['mlm_accuracy']:.3f}")
+    unigram, bigram, model_scores = (s["mlm_perplexity"] for s in results.values())
     print(
-        "the token before alone already pins down much of what follows; the model reads both sides of the mask "
-        "and both segments"
+        f"the token before alone cuts the unigram's perplexity by {1 - bigram / unigram:.0%}"
+        if bigram < unigram
+        else "the token before alone does not beat the unigram here"
+    )
+    print(
+        f"the model, which reads both sides of the mask and both segments, cuts the bigram's by "
+        f"{1 - model_scores / bigram:.0%}"
+        if model_scores < bigram
+        else f"the model does not beat the bigram ({model_scores:.2f} against {bigram:.2f}): it is still on the "
+        "plateau where a small BERT guesses little better than word statistics"
     )
 
 
@@ -160,25 +171,34 @@ def exercise_3() -> None:
                 break
         if len(found) >= 3:
             break
+    above = 0
     for text, old, new, before, after in found:
         maps = attention_maps(model, tokenizer, text)
         query = maps.tokens.index("[MASK]")
         key = maps.tokens.index(old)
         share = maps.attentions[:, :, query, key].mean(1)  # per layer, averaged over heads
+        uniform = 1 / len(maps.tokens)
+        above += bool((share > uniform).any())
         print(
             f"{text}\n   '{old}' -> '{new}': top guess {before[0]} ({before[1]:.2f}) -> {after[0]} ({after[1]:.2f}); "
             f"attention of [MASK] on '{old}', mean over heads per layer: "
             + ", ".join(f"{v:.3f}" for v in share.tolist())
-            + f" (uniform would be {1 / len(maps.tokens):.3f})"
+            + f" (uniform would be {uniform:.3f})"
         )
-    if not found:
+    if found:
+        print(
+            f"in {above} of the {len(found)} sentences the mask attends to the far word more than uniformly in some "
+            "layer"
+            + (
+                ""
+                if above == len(found)
+                else "; where it does not, the word reaches the mask through other tokens' vectors, layer by layer, "
+                "which the attention of one layer does not show"
+            )
+        )
+    else:
         print("no swap changed a top guess in these sentences; search more of the split")
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -8,17 +8,28 @@ hundred examples, whose scores are noisy and show only the direction of an effec
 
 import math
 import statistics
+from collections import Counter
 
 import torch
-from common import COURSE_MODEL, QUICK, corpus, course_model, header, output_dir, run_all
+from common import (
+    COURSE_MODEL,
+    QUICK,
+    TASKS,
+    PackedDataset,
+    PaddingCollator,
+    cli,
+    compared,
+    corpus,
+    course_model,
+    course_trained_length,
+    encode_task,
+    header,
+    output_dir,
+    quick_slice,
+)
 from torch.utils.data import DataLoader
 
 from bertlib import BertForSequenceClassification, FinetuneConfig, finetune, load_task
-from bertlib.data.packed import PackedDataset
-from bertlib.data.pretraining import PaddingCollator
-from bertlib.tasks.examples import TASKS
-from bertlib.tasks.features import encode_task
-from bertlib.tasks.load import quick_slice
 
 SST2_TRAIN, SST2_EVAL = (256, 128) if QUICK else (8000, None)
 
@@ -61,6 +72,7 @@ def exercise_1() -> None:
     print(
         f"{len(train_set):,} training sentences, {epochs} epochs of batch 32; {len(valid_set):,} validation sentences"
     )
+    accuracy = {}
     for name, frozen, lr in (
         ("everything", False, 1e-4),
         ("classifier only", True, 1e-4),
@@ -84,53 +96,89 @@ def exercise_1() -> None:
                 ).loss.backward()
                 optimizer.step()
                 optimizer.zero_grad()
-        accuracy = _accuracy(model, DataLoader(valid_set, 64, collate_fn=collate))
-        print(f"train {name:<16} at lr {lr:g}: {trained:>9,} trained parameters, validation accuracy {accuracy:.3f}")
+        accuracy[name, lr] = _accuracy(model, DataLoader(valid_set, 64, collate_fn=collate))
+        print(
+            f"train {name:<16} at lr {lr:g}: {trained:>9,} trained parameters, validation accuracy "
+            f"{accuracy[name, lr]:.3f}"
+        )
+    majority = _majority([int(item["labels"]) for item in valid_set])
+    full = accuracy["everything", 1e-4]
+    frozen = max(a for (name, _), a in accuracy.items() if name == "classifier only")
+    if full < majority + 0.01:
+        print(
+            f"fine-tuning everything does not beat always answering the majority class ({majority:.3f}) here: too "
+            "little training to say what freezing costs"
+        )
+        return
     print(
-        "a frozen encoder hands the classifier the pooled [CLS] that NSP trained, a summary made for another "
-        "task; fine-tuning lets every layer move towards sentiment, which is where BERT's gains come from"
+        f"always answering the majority class scores {majority:.3f}; of what fine-tuning everything gains over that, "
+        f"the frozen encoder (at its better rate) keeps {(frozen - majority) / (full - majority):.0%}"
+        + (
+            ": a frozen encoder hands the classifier the pooled [CLS] that NSP trained, a summary made for another "
+            "task; fine-tuning lets every layer move towards sentiment"
+            if frozen < full - 0.01
+            else ": here freezing costs little, so the encoder's features already hold most of what this task needs"
+        )
     )
+
+
+def _majority(labels: list[int]) -> float:
+    "The accuracy of always answering the most frequent of `labels`."
+    return Counter(labels).most_common(1)[0][1] / len(labels)
 
 
 def exercise_2() -> None:
     "The course model's masked perplexity before and past 128 positions, then SQuAD windows of 128 and of 256."
     header("exercise 2: SQuAD past the pre-training length")
     model, tokenizer = course_model()
-    rows = PackedDataset(corpus("test"), tokenizer, 256, seed=1, static=True)
+    trained, positions = course_trained_length(), model.config.max_position_embeddings
+    if 2 * trained > positions:
+        print(f"the course model was trained on {trained} of its {positions} positions: no untrained rows to test")
+        return
+    rows = PackedDataset(corpus("test"), tokenizer, 2 * trained, seed=1, static=True)
     count = 8 if QUICK else 64
-    losses = {"positions 0..127": [], "positions 128..255": []}
+    inside, past = f"positions 0..{trained - 1}", f"positions {trained}..{2 * trained - 1}"
+    losses = {inside: [], past: []}
     with torch.no_grad():
         for i in range(count):
             item = rows[i]
             logits = model(item["input_ids"][None]).prediction_logits[0]
             for position in (item["labels"] != -100).nonzero().flatten().tolist():
                 loss = torch.nn.functional.cross_entropy(logits[position], item["labels"][position]).item()
-                losses["positions 0..127" if position < 128 else "positions 128..255"].append(loss)
+                losses[inside if position < trained else past].append(loss)
+    perplexity = {name: math.exp(statistics.mean(values)) for name, values in losses.items()}
     for name, values in losses.items():
         print(
-            f"{name}: masked perplexity {math.exp(statistics.mean(values)):8.1f} ({len(values)} masked tokens, "
-            f"{count} rows of 256 WikiText-2 test tokens)"
+            f"{name}: masked perplexity {perplexity[name]:8.1f} ({len(values)} masked tokens, {count} rows of "
+            f"{2 * trained} WikiText-2 test tokens)"
         )
     budget = dict(train_examples=48, eval_examples=24, epochs=1.0) if QUICK else dict(train_examples=2000, epochs=2.0)
-    for length, stride in ((128, 64), (256, 128)):
+    f1 = {}
+    for length in (trained, 2 * trained):
+        stride = length // 2
         # past the pre-training length the library refuses unless asked: this exercise asks
         records = run(
             f"squad-{length}",
             task="squad",
             max_seq_len=length,
             doc_stride=stride,
-            untrained_positions=length > 128,
+            untrained_positions=length > trained,
             **budget,
         )
+        f1[length] = 100 * best(records, "f1")
         print(
-            f"SQuAD fine-tuned with windows of {length} pieces (stride {stride}): best validation F1 "
-            f"{100 * best(records, 'f1'):.1f}"
+            f"SQuAD fine-tuned with windows of {length} pieces (stride {stride}): best validation F1 {f1[length]:.1f}"
         )
     print(
-        "past position 127 the course model reads rows of its position table that pre-training never touched; "
-        "a window of 256 puts half of every long paragraph there, while windows of 128 with a stride see all of it "
-        "at trained positions"
+        f"past position {trained - 1} the course model's perplexity is {perplexity[past] / perplexity[inside]:.1f}x "
+        f"what it is before: it reads rows of its position table that pre-training never touched. Windows of "
+        f"{2 * trained} put up to half of a long paragraph there; their F1 is "
+        f"{_THAN[compared(f1[2 * trained], f1[trained], 1.0)]} that of windows of {trained} with a stride, which "
+        f"see all of it at trained positions ({f1[2 * trained] - f1[trained]:+.1f} points)"
     )
+
+
+_THAN = {"lower": "lower than", "higher": "higher than", "about the same": "about the same as (within 1 point)"}
 
 
 def exercise_3() -> None:
@@ -153,9 +201,15 @@ def exercise_3() -> None:
         )
     gain = statistics.mean(scores["pretrained"]) - statistics.mean(scores["random"])
     error = math.sqrt(sum(statistics.variance(v) / len(v) for v in scores.values()))
+    t = gain / error if error else math.inf
     print(
-        f"gain {gain:+.2f} points, standard error of the difference {error:.2f}: t = {gain / error:.2f} "
-        f"({len(seeds)} seeds a side); |t| under about 2 is within chance"
+        f"gain {gain:+.2f} points, standard error of the difference {error:.2f}: t = {t:.2f} ({len(seeds)} seeds a "
+        f"side); "
+        + (
+            "|t| is above 2, so the gain is unlikely to be chance"
+            if abs(t) > 2
+            else "|t| is under 2, so the gain is within chance: more seeds, or more data, would tell"
+        )
     )
 
 
@@ -170,21 +224,28 @@ def exercise_4() -> None:
         f"median length {statistics.median(pieces):.0f} tokens, longest {max(pieces)}"
     )
     budget = dict(train_examples=SST2_TRAIN, eval_examples=SST2_EVAL, epochs=1.0 if QUICK else 2.0)
+    accuracy = {}
     for length in (128, 16):
+        accuracy[length] = best(run(f"sst2-len{length}", task="sst2", max_seq_len=length, **budget), "accuracy")
+        print(f"max_seq_len={length:>3}: best validation accuracy {accuracy[length]:.3f}")
+    cut = sum(n > 16 for n in pieces) / len(pieces)
+    cost = accuracy[128] - accuracy[16]
+    majority = _majority([e.label for e in examples])  # over the whole split: near enough to a slice spread over it
+    if max(accuracy.values()) < majority + 0.01:
         print(
-            f"max_seq_len={length:>3}: best validation accuracy "
-            f"{best(run(f'sst2-len{length}', task='sst2', max_seq_len=length, **budget), 'accuracy'):.3f}"
+            f"neither beats always answering the majority class ({majority:.3f}) here: too little training to say "
+            f"what cutting {cut:.0%} of the sentences costs"
         )
+        return
     print(
-        "a cut sentence loses its end, where a review often turns ('..., but it never works'): what 16 tokens "
-        "cost depends on how often the end decides the label, more than on the share of tokens cut"
+        f"cutting {cut:.0%} of the sentences at 16 tokens costs {cost:+.3f} of accuracy"
+        + (
+            ": a cut sentence loses its end, where a review often turns ('..., but it never works')"
+            if cost > 0.01
+            else ": hardly anything, so the first 16 tokens of a sentence mostly decide its label here"
+        )
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -6,17 +6,19 @@ sentence-order prediction.
 which shows what each switch touches but not yet the size of its effect; without it the runs are longer.
 """
 
+import math
 import time
 
 import torch
 from common import (
     QUICK,
+    cli,
+    compared,
     documents,
     header,
     mean_mlm_loss,
     pair_batches,
     parameters,
-    run_all,
     static_batches,
     tokenizer,
     train,
@@ -38,18 +40,30 @@ def exercise_1() -> None:
     header("exercise 1: Post-LN and Pre-LN without warm-up")
     docs, valid = documents("train", 60), static_batches(documents("validation", 20), 32, 64, 4)
     deep = dict(num_hidden_layers=6)  # deeper than the preset, where the placement of LayerNorm matters more
+    loss = {}
     for style in ("post", "pre"):
         for warmup in (0.1, 0.0):
             model = model_of(norm_style=style, **deep)
             losses = train(model, pair_batches(docs, BATCH, 64), STEPS, lr=5e-3, warmup_ratio=warmup)
+            loss[style, warmup] = mean_mlm_loss(model, valid)
             print(
                 f"{style}-LN, warm-up {warmup:.0%} of the steps, peak lr 5e-3: first losses "
                 f"{', '.join(f'{x:.2f}' for x in losses[1:4])}; last {losses[-1]:.3f}; validation MLM loss "
-                f"{mean_mlm_loss(model, valid):.3f}"
+                f"{loss[style, warmup]:.3f}"
             )
+    cost = {style: loss[style, 0.0] - loss[style, 0.1] for style in ("post", "pre")}
     print(
-        "Xiong et al.'s prediction: without warm-up Post-LN's first large updates throw it off its path and it "
-        "ends worse, while Pre-LN barely notices"
+        f"dropping the warm-up changes the validation loss by {cost['post']:+.3f} for Post-LN and {cost['pre']:+.3f} "
+        "for Pre-LN: "
+        + (
+            "Post-LN suffers more, as Xiong et al. predict: without warm-up its first large updates throw it off "
+            "its path, while Pre-LN's normalised sub-layers shield its stream"
+            if cost["post"] > cost["pre"] + 0.01
+            else "Pre-LN suffers more here, the opposite of what Xiong et al. predict"
+            if cost["pre"] > cost["post"] + 0.01
+            else "dropping it matters alike to both (within 0.01) at this size and length, so the run does not show "
+            "what Xiong et al. predict"
+        )
     )
 
 
@@ -74,17 +88,26 @@ def exercise_2() -> None:
         f"one step on sequences of {length}: {touched} rows of the {grad.shape[0]}-row table get a gradient, "
         f"the largest gradient past row {length - 1} is {grad[length:].abs().max():.1e}"
     )
+    rise = {}
     for name, switches in (("learned table", {}), ("rope", {"position_embedding_type": "rope"})):
         model = model_of(**switches)
         train(model, pair_batches(docs, BATCH, length), STEPS, lr=1e-3)
         at = {n: mean_mlm_loss(model, b) for n, b in scores.items()}
+        rise[name] = at[2 * length] - at[length]
         print(
             f"{name:<13}: validation MLM loss at {length} tokens {at[length]:.3f}, at {2 * length} tokens "
-            f"{at[2 * length]:.3f} ({at[2 * length] - at[length]:+.3f})"
+            f"{at[2 * length]:.3f} ({rise[name]:+.3f})"
         )
+    verdict = compared(rise["rope"], rise["learned table"], 0.01)
     print(
-        "the learned model reads untrained rows past the training length; the rotary model has no rows, only "
-        "offsets, some of which it has not seen so far apart"
+        f"only the {touched} rows the sequences reached learn; at twice the training length the learned model reads "
+        "untrained rows, the rotary model only offsets it has not seen so far apart: "
+        + {
+            "lower": "rotary beats absolute past the training length",
+            "higher": "absolute beats rotary past the training length in this run",
+            "about the same": "the two lose alike (within 0.01), so positions matter little yet to either model",
+        }[verdict]
+        + f" ({rise['rope'] - rise['learned table']:+.3f})"
     )
 
 
@@ -92,6 +115,7 @@ def exercise_3() -> None:
     "Parameters and step time of mini unshared, shared, and shared at twice the depth."
     header("exercise 3: share_layers at twice the depth")
     batch = next(pair_batches(documents("train", 40), 4 if QUICK else 8, 128))
+    found = {}
     for name, switches in (
         ("4 layers", {}),
         ("4 layers, shared", {"share_layers": True}),
@@ -111,13 +135,21 @@ def exercise_3() -> None:
             ).loss.backward()
             model.zero_grad()
             times.append(time.perf_counter() - start)
+        found[name] = parameters(model), min(times)
         print(
-            f"{name:<17}: {parameters(model):>9,} parameters, fastest training step "
-            f"{min(times) * 1000:5.0f} ms (batch {len(batch['input_ids'])} x 128)"
+            f"{name:<17}: {found[name][0]:>9,} parameters, fastest training step "
+            f"{found[name][1] * 1000:5.0f} ms (batch {len(batch['input_ids'])} x 128)"
         )
+    (full, full_time), (shared, shared_time), (deep, deep_time) = found.values()
     print(
-        "sharing saves parameters, not compute: every depth still runs its layer, so doubling the depth "
-        "doubles the encoder's time and leaves the parameter count where it was"
+        f"sharing cuts the parameters to {shared / full:.0%}; doubling the shared depth changes them by "
+        f"{deep - shared:+,} and multiplies the step's time by {deep_time / shared_time:.2f} (sharing alone: "
+        f"{shared_time / full_time:.2f}): sharing saves parameters, "
+        + (
+            "not compute, since every depth still runs its layer"
+            if deep_time > 1.5 * shared_time
+            else "and here the deeper step is not much slower"
+        )
     )
 
 
@@ -125,27 +157,36 @@ def exercise_4() -> None:
     "Two short runs, NSP pairs and sentence-order pairs, each scored on its own task's static pairs."
     header("exercise 4: NSP against sentence-order prediction")
     docs, valid = documents("train", 60), documents("validation", 20)
+    above = {}
     for pairing in ("segments", "sop"):
         model = model_of()
         train(model, pair_batches(docs, BATCH, 64, pairing=pairing), STEPS, lr=1e-3)
         dataset = PretrainingDataset(valid, tokenizer(), 64, seed=12345, pairing=pairing, static=True)
-        scores = validation_metrics(model, pretraining_dataloader(dataset, 64, shuffle=False), 4 if QUICK else None)
+        batches = 4 if QUICK else None
+        scores = validation_metrics(model, pretraining_dataloader(dataset, 64, shuffle=False), batches)
+        pairs = min(len(dataset), 64 * batches) if batches else len(dataset)
+        # how far from chance, in standard errors of an accuracy of 0.5 over these pairs
+        above[pairing] = (scores["nsp_accuracy"] - 0.5) / math.sqrt(0.25 / pairs)
         task = "NSP (random B)" if pairing == "segments" else "SOP (swapped)"
         print(
-            f"{task:<15} after {STEPS} steps: accuracy {scores['nsp_accuracy']:.3f} on the validation pairs, "
-            f"MLM perplexity {scores['mlm_perplexity']:.1f}"
+            f"{task:<15} after {STEPS} steps: accuracy {scores['nsp_accuracy']:.3f} on {pairs:,} validation pairs "
+            f"({above[pairing]:+.1f} standard errors from chance), MLM perplexity {scores['mlm_perplexity']:.1f}"
         )
+    left = [name for name, z in (("NSP", above["segments"]), ("SOP", above["sop"])) if z > 2]
     print(
-        "expected with enough steps: a random B is usually about another topic, which word statistics alone give "
-        "away, so NSP leaves chance early; the order of two consecutive segments of one text needs coherence, so "
-        "SOP stays at chance far longer. What SOP teaches is what NSP lets a model skip"
+        {
+            0: "neither task has left chance (2 standard errors) yet: train longer",
+            1: f"only {''.join(left)} has left chance (2 standard errors)",
+            2: "both tasks have left chance (2 standard errors)",
+        }[len(left)]
+        + (
+            ": a random B is usually about another topic, which word statistics alone give away, while the order "
+            "of two consecutive segments of one text needs coherence. What SOP teaches is what NSP lets a model skip"
+            if left == ["NSP"]
+            else ""
+        )
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -9,11 +9,22 @@ shows what each change touches but not the size of its effect.
 import math
 
 import torch
-from common import QUICK, course_model, documents, header, mean_mlm_loss, packed_batches, run_all, static_packed, train
+from common import (
+    QUICK,
+    cli,
+    course_model,
+    distillation_losses,
+    documents,
+    header,
+    mean_mlm_loss,
+    packed_batches,
+    rtd_metrics,
+    static_packed,
+    student_from_teacher,
+    train,
+)
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
-from bertlib.evaluation.electra import rtd_metrics
-from bertlib.recipes.distil import distillation_losses, student_from_teacher
 
 STEPS, BATCH, LENGTH = (10, 4, 64) if QUICK else (1500, 16, 128)
 
@@ -28,19 +39,29 @@ def exercise_1() -> None:
     "ELECTRA trained alike at 15% and at 30% masking, its discriminator against always answering 'original'."
     header("exercise 1: ELECTRA at 15% masking instead of 30%")
     docs, valid = documents("train", 60), documents("validation", 20)
+    found = {}
     for rate in (0.15, 0.30):
         torch.manual_seed(0)
         model = ElectraForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, packed_batches(docs, BATCH, 64, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
         scores = rtd_metrics(model, static_packed(valid, 32, 64, 4, mlm_probability=rate))
+        found[rate] = scores["replaced_share"], scores["rtd_accuracy"]
         print(
             f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
             f"scores {1 - scores['replaced_share']:.1%}; the discriminator scores {scores['rtd_accuracy']:.1%} "
             f"(generator perplexity {scores['mlm_perplexity']:.0f})"
         )
+    for rate, (replaced, accuracy) in found.items():
+        print(
+            f"at {rate:.0%} the share replaced is {replaced / rate:.2f} x the masking rate (the chance that a sample "
+            f"differs from the original); the discriminator is {100 * (accuracy - (1 - replaced)):+.1f} points from "
+            f"'always original'"
+            + ("" if accuracy > 1 - replaced else ", so it has not yet learned more than the baseline")
+        )
     print(
-        "the share replaced is the masking rate times the chance that the sample differs from the original: "
-        "halving the rate halves the signal of 'replaced' tokens and raises the bar the discriminator must beat"
+        f"halving the masking rate takes the share of replaced tokens from {found[0.30][0]:.1%} to "
+        f"{found[0.15][0]:.1%}: fewer 'replaced' examples to learn from, and a higher bar "
+        f"({1 - found[0.15][0]:.1%}) that the discriminator must beat"
     )
 
 
@@ -66,8 +87,9 @@ def exercise_2() -> None:
         f"(the model's mean probability of the original: {expected / masked:.1%})"
     )
     print(
-        "labelled 'replaced' anyway, that share of the discriminator's positive labels would be wrong, and the "
-        "better the generator, the more of them: the discriminator would learn to flag correct tokens"
+        f"labelled 'replaced' anyway, {drawn_back / masked:.1%} of the discriminator's 'replaced' labels would be "
+        "wrong, and the better the generator, the larger that share: the discriminator would learn to flag correct "
+        "tokens"
     )
 
 
@@ -99,6 +121,7 @@ def exercise_3() -> None:
         f"teacher, {len(logits)} masked tokens; student before training: perplexity "
         f"{math.exp(mean_mlm_loss(student_from_teacher(teacher), valid)):.1f}"
     )
+    found = {}
     for temperature in (1.0, 2.0, 4.0):
         probs = (logits / temperature).softmax(-1)
         entropy = -(probs * probs.clamp_min(1e-12).log2()).sum(-1).mean()
@@ -107,14 +130,23 @@ def exercise_3() -> None:
         with torch.no_grad():
             soft = distillation_losses(student.eval(), teacher, batch, temperature)[0]
         distil(student, teacher, temperature)
+        found[temperature] = entropy.item(), math.exp(mean_mlm_loss(student, valid))
         print(
             f"T = {temperature:g}: teacher's entropy {entropy:.2f} bits, top probability {top:.3f}; fresh student's "
-            f"soft loss {soft:.4f}; after {STEPS} steps the student's perplexity "
-            f"{math.exp(mean_mlm_loss(student, valid)):.1f}"
+            f"soft loss {soft:.4f}; after {STEPS} steps the student's perplexity {found[temperature][1]:.1f}"
         )
+    entropies = [e for e, _ in found.values()]
+    best = min(found, key=lambda t: found[t][1])
     print(
-        "a higher temperature flattens the teacher's distribution, so its second and third guesses carry weight; "
-        "the T^2 factor keeps the soft loss's gradients comparable across temperatures"
+        (
+            "a higher temperature flattens the teacher's distribution (its entropy rises with T), so its second and "
+            "third guesses carry weight"
+            if entropies == sorted(entropies)
+            else "the teacher's entropy does not rise with T here"
+        )
+        + f"; after {STEPS} steps the student is best at T = {best:g} (perplexity {found[best][1]:.1f}, the worst "
+        f"{max(p for _, p in found.values()):.1f}). The T^2 factor keeps the soft loss's gradients comparable across "
+        "temperatures"
     )
 
 
@@ -137,20 +169,21 @@ def exercise_4() -> None:
             f"{name:<14}: perplexity {before:9.1f} before, {after[name]:9.1f} after {STEPS} steps of distillation "
             f"(teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
         )
-    print("measured order, best first: " + ", ".join(sorted(after, key=after.get)))
+    order = sorted(after, key=after.get)
+    print("measured order, best first: " + ", ".join(order))
     print(
-        "both copies start far ahead of a random student, which has everything to learn. Between the two: the "
-        "spread layers end with the teacher's last layer, whose output the heads were trained to read, but jump "
-        "from its first layer's output to an input its last layer never saw; the first two layers run in the "
-        "teacher's own order and leave its last steps undone. Which costs less is an empirical question, and "
-        "the answer can change as training goes on"
+        (
+            "both copies end ahead of the random student, which has everything to learn"
+            if order[-1] == "random"
+            else f"the random student is not last after {STEPS} steps"
+        )
+        + f". Between the two copies the {order[0] if order[0] != 'random' else order[1]} start wins: the spread "
+        "layers end with the teacher's last layer, whose output the heads were trained to read, but jump from its "
+        "first layer's output to an input its last layer never saw; the first two layers run in the teacher's own "
+        "order and leave its last steps undone. Which costs less is an empirical question, and the answer can "
+        "change as training goes on"
     )
 
 
-def main() -> None:
-    "Run every exercise of this notebook, in order."
-    run_all(__name__)
-
-
 if __name__ == "__main__":
-    main()
+    cli(__name__)

@@ -1,26 +1,35 @@
 """The worked solutions of the notebooks' exercises (`solutions/`) exist for every exercise and run.
 
 Every notebook ends with exercises, each naming its solution: a function `exercise_N` of `solutions/sNN_name.py`.
-The fast test checks that each named function exists. The slow one runs each module as a learner would
+The fast tests check that each named function exists, and that the solutions reach bertlib's internal names only
+through `solutions/common.py`'s table, every name of which exists. The slow ones run each module as a learner would
 (`python solutions/sNN_name.py`) in quick mode, in its own process, from a temporary folder and with
-`BERTLIB_SOLUTIONS_DIR` pointing into it, so that nothing is written into the checkout; it passes when the module
+`BERTLIB_SOLUTIONS_DIR` pointing into it, so that nothing is written into the checkout; a module passes when it
 exits cleanly, and every exercise printed its header and at least one number, and the run ended with its summary
-line. The whole file takes minutes on a 2-core CPU, hence `slow`.
+line. They also check a module's command line (`--help`, one exercise by number) and `solutions/run_all.py`, which
+saves the outputs with their header. The slow ones take minutes on a 2-core CPU.
 """
 
 import ast
+import datetime
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
+
+from bertlib.utils.environment import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SOLUTIONS = sorted((ROOT / "solutions").glob("s[0-9][0-9]_*.py"))
+CHEAP = ROOT / "solutions" / "s04_encoder.py"  # seconds in quick mode, three exercises, nothing trained
 
 
 def named_solutions(notebook: Path) -> tuple[set[str], set[str]]:
@@ -50,19 +59,120 @@ def test_every_exercise_names_a_solution_that_exists(notebook):
     )
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("module", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
-def test_solution_runs_in_quick_mode_and_prints_its_results(module, tmp_path):
+def test_solutions_reach_bertlib_internals_only_through_the_table_of_common():
+    "A module that the library moves then breaks in one place, `INTERNALS`, which this test resolves name by name."
+    direct = [
+        f"{path.name}: {line.strip()}"
+        for path in [*SOLUTIONS, ROOT / "solutions" / "run_all.py"]
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.match(r"\s*(from|import) bertlib\.", line)
+    ]
+    assert not direct, "import these through solutions/common.py's INTERNALS: " + "; ".join(direct)
+    spec = importlib.util.spec_from_file_location("solutions_common", ROOT / "solutions" / "common.py")
+    common = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(common)
+    missing = []
+    for name in common.INTERNALS:
+        try:
+            common.internal(name)
+        except (ImportError, AttributeError) as err:
+            missing.append(f"{name} ({err})")
+    assert not missing, "INTERNALS names what bertlib no longer has: " + "; ".join(missing)
+    with pytest.raises(AttributeError):
+        common.internal("no_such_name")
+
+
+def _environment(tmp_path: Path, quick: bool = True) -> dict[str, str]:
+    "The environment a solution runs in here: quick mode, its files and caches under `tmp_path`."
     env = {
         **os.environ,
-        "BERTLIB_QUICK": "1",
         "BERTLIB_SOLUTIONS_DIR": str(tmp_path / "out"),
         "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
     }
+    if quick:
+        env["BERTLIB_QUICK"] = "1"
     env.setdefault("BERTLIB_CACHE_DIR", str(tmp_path / "cache"))  # conftest points it at the session's cache
-    result = subprocess.run(
-        [sys.executable, str(module)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
+    return env
+
+
+def _run(args: list[str], tmp_path: Path, **options) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=tmp_path,
+        env=_environment(tmp_path, **options),
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
+
+
+@pytest.mark.slow
+def test_a_solution_module_lists_its_exercises_and_runs_one_by_number(tmp_path):
+    helped = _run([str(CHEAP), "--help"], tmp_path)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.startswith(f"usage: python solutions/{CHEAP.name}"), helped.stdout
+    for number in (1, 2, 3):
+        assert re.search(rf"^  {number}  \S", helped.stdout, flags=re.M), helped.stdout
+    assert "== exercise" not in helped.stdout  # --help runs nothing
+
+    one = _run([str(CHEAP), "2"], tmp_path)
+    assert one.returncode == 0, one.stderr
+    assert re.findall(r"^== exercise (\d+)", one.stdout, flags=re.M) == ["2"], one.stdout
+    assert re.search(r"^done: exercise_2 \(\d+ s\)$", one.stdout, flags=re.M), one.stdout
+
+    wrong = _run([str(CHEAP), "7"], tmp_path)
+    assert wrong.returncode == 2 and "== exercise" not in wrong.stdout
+    assert wrong.stderr.strip().splitlines()[-1].endswith("no exercise 7 in s04_encoder.py; it has 1, 2, 3")
+
+
+@pytest.mark.slow
+def test_run_all_saves_each_output_under_its_header_and_goes_on_after_a_failure(tmp_path):
+    ok, broken = tmp_path / "s97_ok.py", tmp_path / "s98_broken.py"
+    ok.write_text('print("== exercise 1: a stand-in\\n42")\n')
+    broken.write_text('print("== exercise 1: fails")\nraise SystemExit("broken on purpose")\n')
+    outputs = tmp_path / "outputs"
+    script = str(ROOT / "solutions" / "run_all.py")
+    args = [script, "--quick", "--output-dir", str(outputs)]
+    first = _run([*args, "s04", str(broken), str(ok)], tmp_path, quick=False)
+    assert first.returncode == 1, first.stdout + first.stderr  # one module failed; the others still ran
+
+    saved = (outputs / "s04_encoder.txt").read_text(encoding="utf-8")
+    head, _, body = saved.partition("\n\n")
+    fields = dict(line[2:].split(": ", 1) for line in head.splitlines())
+    assert list(fields) == ["module", "machine", "torch", "threads", "date", "commit", "wall time", "status"]
+    assert fields["module"] == "solutions/s04_encoder.py, quick mode (BERTLIB_QUICK=1)"
+    assert fields["machine"] == machine() and fields["torch"] == torch.__version__
+    assert fields["status"] == "ok" and re.fullmatch(r"\d+ s", fields["wall time"])
+    date = datetime.datetime.strptime(fields["date"], "%Y-%m-%d %H:%M UTC").replace(tzinfo=datetime.UTC)
+    assert -60 < time.time() - date.timestamp() < 3600, fields["date"]
+    head_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    assert fields["commit"].split()[0] == (head_commit.stdout.strip() or "unknown")
+    assert re.findall(r"^== exercise (\d+)", body, flags=re.M) == ["1", "2", "3"], body
+    assert re.search(r"^done: exercise_1 \(\d+ s\), exercise_2", body, flags=re.M), body
+
+    failed = (outputs / "s98_broken.txt").read_text(encoding="utf-8")
+    assert "\n# status: failed (exit status 1)\n" in failed and failed.rstrip().endswith("broken on purpose")
+
+    again = _run([*args, str(ok), str(broken)], tmp_path, quick=False)
+    assert re.search(r"^s97_ok: skipped", again.stdout, flags=re.M), again.stdout  # newer than its source
+    assert re.search(r"^s98_broken: FAILED", again.stdout, flags=re.M), again.stdout  # a failure is never current
+    later = time.time() + 5
+    os.utime(ok, (later, later))  # the source changed after its output was saved
+    rerun = _run([*args, str(ok)], tmp_path, quick=False)
+    assert re.search(r"^s97_ok: ok in \d+ s", rerun.stdout, flags=re.M), rerun.stdout
+    earlier = time.time() - 60
+    os.utime(ok, (earlier, earlier))  # the quick output is now newer than its source ...
+    current = _run([*args, str(ok)], tmp_path, quick=False)
+    assert re.search(r"^s97_ok: skipped", current.stdout, flags=re.M), current.stdout
+    full = _run([script, "--output-dir", str(outputs), str(ok)], tmp_path, quick=False)
+    assert re.search(r"^s97_ok: ok", full.stdout, flags=re.M), full.stdout  # ... but does not stand for a full run
+    assert (outputs / "s97_ok.txt").read_text().startswith(f"# module: {ok}, full mode\n")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", SOLUTIONS, ids=[p.stem for p in SOLUTIONS])
+def test_solution_runs_in_quick_mode_and_prints_its_results(module, tmp_path):
+    result = _run([str(module)], tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     sections = re.split(r"^== ", result.stdout, flags=re.M)[1:]
     printed = {int(m.group(1)): section for section in sections if (m := re.match(r"exercise (\d+)", section))}
