@@ -76,6 +76,7 @@ INTERNALS = {
     "explicit_attention": "model.attention.explicit_attention",
     "BertEncoder": "model.encoder.BertEncoder",
     "init_bert_weights": "model.encoder.init_bert_weights",
+    "add_final_norm": "model.variants.add_final_norm",
     # tasks
     "TASKS": "tasks.examples.TASKS",
     "encode_task": "tasks.features.encode_task",

@@ -8,7 +8,7 @@ import math
 from functools import partial
 
 import torch
-from common import BertEncoder, cli, header, init_bert_weights, parameters
+from common import BertEncoder, add_final_norm, cli, header, init_bert_weights, parameters
 from torch import nn
 
 from bertlib import BertConfig
@@ -30,6 +30,8 @@ def stack_at_initialisation(style: str, std: float, act: str = "gelu") -> tuple[
         hidden_act=act,
     )
     encoder = BertEncoder(config).eval()
+    if style == "pre":  # a Pre-LN stack ends with a LayerNorm (notebook 11's variant part)
+        add_final_norm(encoder, config)
     encoder.apply(partial(init_bert_weights, std=std))
     x, rms = inputs, []
     for layer in encoder.layers:
