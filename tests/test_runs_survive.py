@@ -235,7 +235,7 @@ def test_claim_an_incomplete_checkpoint_is_named(pretrained, tmp_path, capsys):
             err = capsys.readouterr().err
             assert [line for line in err.splitlines() if line.startswith("warning: ")] == [
                 f"warning: {named}, the newest complete checkpoint, is read instead; restore the missing files from "
-                "a backup to read step-0000004"
+                "a backup to read it"
             ], (args, err)
         assert main(["info", str(run)]) == 0
         assert f"checkpoints step-0000002, step-0000004 incomplete ({missing} missing)" in capsys.readouterr().out

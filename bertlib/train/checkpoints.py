@@ -19,6 +19,7 @@ __all__ = [
     "checkpoint_step",
     "checkpoints",
     "incomplete_checkpoints",
+    "newest_incomplete",
     "clear_leftovers",
     "save_checkpoint",
     "read_newest",
@@ -93,7 +94,12 @@ def incomplete_checkpoints(run_dir: str | os.PathLike) -> dict[Path, list[str]]:
     return found
 
 
-def _incomplete(step_dir: Path, missing: list[str]) -> str:
+def newest_incomplete(run_dir: str | os.PathLike) -> str | None:
+    "The newest of `incomplete_checkpoints`, as a reader names it ('... is incomplete (... missing)'); None if none."
+    found = incomplete_checkpoints(run_dir)
+    if not found:
+        return None
+    step_dir, missing = list(found.items())[-1]
     return f"{step_dir} is incomplete ({', '.join(missing)} missing)"
 
 
@@ -253,20 +259,18 @@ def read_newest(checkpoint: Path, read: Callable[[Path], Read]) -> tuple[Read, P
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
     """The newest complete checkpoint of a run. A newer step folder that is incomplete is named, in a `RunWarning`
     (one line on the command line), rather than passed over in silence."""
-    found, broken = checkpoints(run_dir), incomplete_checkpoints(run_dir)
-    if not found and broken:
-        step_dir, missing = next(reversed(broken.items()))
+    found, incomplete = checkpoints(run_dir), newest_incomplete(run_dir)
+    if not found and incomplete:
         raise RunError(
-            f"{run_dir} has no complete checkpoint: {_incomplete(step_dir, missing)}; restore the files from a "
-            f"backup, or resume the run (--resume), which starts it again from step 0"
+            f"{run_dir} has no complete checkpoint: {incomplete}; restore the files from a backup, or resume the run "
+            f"(--resume), which starts it again from step 0"
         )
     if not found:
         raise RunError(f"{run_dir} has no checkpoint yet; wait for the first one or resume the run")
-    if broken:
-        step_dir, missing = next(reversed(broken.items()))
+    if incomplete:
         warnings.warn(
-            f"{_incomplete(step_dir, missing)}, so {found[-1].name}, the newest complete checkpoint, is read "
-            f"instead; restore the missing files from a backup to read {step_dir.name}",
+            f"{incomplete}, so {found[-1].name}, the newest complete checkpoint, is read instead; restore the missing "
+            f"files from a backup to read it",
             RunWarning,
             stacklevel=2,
         )

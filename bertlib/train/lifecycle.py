@@ -240,7 +240,7 @@ def open_run(
     if not str(output_dir).strip():
         raise ValueError("the output folder is an empty name; give a folder (--output-dir DIR)")
     run_dir = Path(output_dir)
-    # a new run's own folder is checked for being free (`check_new_run`), which a run below it is not
+    # the folder itself may be a run: the one resumed, or one that `check_new_run` refuses as not empty
     check_outside_runs(run_dir, "the resumed run" if resume else "a new run", own_run=True, below=resume)
     created_group = init_distributed()
     fd, error = None, None

@@ -36,7 +36,7 @@ from ..utils.devices import resolve_device
 from ..utils.environment import CpuShare
 from ..utils.processes import TrainingInterrupted, stop_signals, world
 from ..viz.attention import plot_metrics, save_figure
-from .checkpoints import checkpoints, incomplete_checkpoints, load_checkpoint, save_checkpoint
+from .checkpoints import checkpoints, load_checkpoint, newest_incomplete, save_checkpoint
 from .runs import (
     RECIPES,
     NonFiniteLoss,
@@ -192,11 +192,8 @@ def _resume(loop: Loop) -> list[dict]:
     """Put `loop` where the run's newest complete checkpoint left it: weights, optimiser, schedule, data position,
     logging window, records. Returns what to say: the checkpoint it resumes from (naming a newer one that is
     incomplete), and a change of CPU threads, which is also recorded, since from there on the run is not bit-exact."""
-    found, broken = checkpoints(loop.run_dir), incomplete_checkpoints(loop.run_dir)
-    skipped = "".join(
-        f"; {step_dir} is incomplete ({', '.join(missing)} missing), so the run goes on from the checkpoint before it"
-        for step_dir, missing in list(broken.items())[-1:]
-    )
+    found, incomplete = checkpoints(loop.run_dir), newest_incomplete(loop.run_dir)
+    skipped = f"; {incomplete}, so the run goes on from the checkpoint before it" if incomplete else ""
     if not found:
         where = loop.run_dir / "checkpoints"
         return [{"step": 0, "event": f"no complete checkpoint in {where}: the run starts at step 0{skipped}"}]
