@@ -105,30 +105,21 @@ def partway_worker(seconds: float) -> dict[str, Any]:
     return {"before": before, "after": after, "threads": 2}
 
 
-def time_partway(seconds: float) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in OWN}
+def _in_a_fresh_process(args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run this script's worker with `args` in a fresh process (the thread settings of the environment replaced by
+    `env`); what it prints, with the load average as it started."""
+    env = {k: v for k, v in os.environ.items() if k not in OWN} | env
     load = os.getloadavg()[0]
-    out = subprocess.run(
-        [sys.executable, __file__, "--partway-worker", str(seconds)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = subprocess.run([sys.executable, __file__, *args], env=env, capture_output=True, text=True, check=True).stdout
     return {**json.loads(out.strip().splitlines()[-1]), "load_average": load}
 
 
 def time_setting(setting: str, steps: int) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in OWN} | SETTINGS[setting][1]
-    load = os.getloadavg()[0]
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", setting, "--steps", str(steps)],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return {**json.loads(out.strip().splitlines()[-1]), "load_average": load}
+    return _in_a_fresh_process(["--worker", setting, "--steps", str(steps)], SETTINGS[setting][1])
+
+
+def time_partway(seconds: float) -> dict[str, Any]:
+    return _in_a_fresh_process(["--partway-worker", str(seconds)], {})
 
 
 def measure(rounds: int, steps: int, partway: float) -> dict[str, dict[str, list[dict[str, Any]]]]:

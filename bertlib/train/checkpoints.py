@@ -49,7 +49,7 @@ from safetensors.torch import save_model as save_safetensors
 from torch import nn
 
 from ..utils.files import atomic_write, fsync_dir
-from .runs import RunError, RunWarning, disk_full, full_disk_error
+from .runs import RunError, RunWarning, writing_into
 
 CHECKPOINT_PREFIX = "step-"
 WEIGHTS, TRAINING_STATE, CHECKSUMS = "model.safetensors", "training_state.pt", "checksums.json"
@@ -151,18 +151,12 @@ def save_checkpoint(
     tmp = folder / f".tmp-{final.name}"
     if folder.is_dir():
         _clear(folder)
-    try:
+    with writing_into(tmp, final, "free space on it, then continue the run with --resume"):
         tmp.mkdir(parents=True)
         save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
         torch.save(training_state, tmp / TRAINING_STATE)
         write_checksums(tmp)
         _fsync_tree(tmp)
-    except BaseException as err:
-        full = disk_full(err, tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if full:
-            raise full_disk_error(final, "free space on it, then continue the run with --resume") from err
-        raise
     if final.exists():  # the same step saved again (e.g. a resumed run that stopped right after saving)
         _remove(final)
     os.rename(tmp, final)

@@ -30,6 +30,7 @@ __all__ = [
     "check_outside_runs",
     "disk_full",
     "full_disk_error",
+    "writing_into",
     "resume_command",
     "write_run_config",
     "saved_data",
@@ -49,6 +50,8 @@ import errno
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -171,6 +174,21 @@ def full_disk_error(path: str | os.PathLike, way_out: str) -> RunError:
     return RunError(f"the disk mounted at {mount} is full ({free}), so {path} could not be written; {way_out}")
 
 
+@contextmanager
+def writing_into(tmp: Path, target: Path, way_out: str) -> Iterator[None]:
+    """Around the writes of a folder's files into the temporary folder `tmp`, to become `target`: on any failure `tmp`
+    is removed (so that a full disk gets its space back), and a full disk is a one-line `full_disk_error` naming
+    `target` and `way_out`."""
+    try:
+        yield
+    except BaseException as err:
+        full = disk_full(err, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise full_disk_error(target, way_out) from err
+        raise
+
+
 def resume_command(run_dir: str | os.PathLike, cfg: RunConfig, *options: str) -> str:
     "The shell command that resumes the run in `run_dir` made with `cfg`, with `options` added (quoted for a shell)."
     task = [cfg.task] if isinstance(cfg, FinetuneConfig) else []
@@ -260,16 +278,10 @@ def create_run(
     run_dir = Path(run_dir)
     tmp = run_dir.with_name(f".tmp-{run_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
-    try:
+    with writing_into(tmp, run_dir, "free space on it, or choose a folder on another disk"):
         save_tokenizer(tokenizer, tmp)
         write_run_config(tmp, model_config, cfg, data)
         fsync_dir(tmp)
-    except BaseException as err:
-        full = disk_full(err, tmp)
-        shutil.rmtree(tmp, ignore_errors=True)
-        if full:
-            raise full_disk_error(run_dir, "free space on it, or choose a folder on another disk") from err
-        raise
     os.rename(tmp, run_dir)  # replaces an empty folder the user made beforehand, never a full one
     fsync_dir(run_dir.parent)
     return run_dir
