@@ -187,6 +187,8 @@ def test_shared_cpu_ratios_and_their_report(tmp_path):
         }
         for condition, values in speeds.items()
     }
+    for condition, speed in (("quiet", 3100), ("beside a busy process", 180)):  # a run that a busy process joined
+        timings[condition][bench.PARTWAY] = [{"tokens_per_second": speed, "threads": 2, "load_average": 1.0}]
     data = {"machine": sample("cpu")["machine"], "steps": 20, "rounds": 1, "timings": timings, **bench.summary(timings)}
     assert data["choice_vs_best_quiet"] == pytest.approx(2900 / 3000)
     assert data["choice_vs_one_thread_busy"] == pytest.approx(1900 / 2000)
@@ -194,6 +196,7 @@ def test_shared_cpu_ratios_and_their_report(tmp_path):
     text = report.render(tmp_path)
     assert "| one thread | 2,000 | 2,000 |" in text and "| all cores | 3,000 | 800 |" in text
     assert "| bertlib's choice | 2,900 (2 threads) | 1,900 (2 threads) |" in text
+    assert f"| {bench.PARTWAY} | 3,100 | 180 |" in text
     assert "**0.97** of the best setting's speed when the machine is quiet" in text and "**0.95** of one" in text
 
 

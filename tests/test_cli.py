@@ -172,7 +172,7 @@ def test_corrupt_checkpoint_and_vocabulary_mismatch(run, tmp_path, capsys):
     shutil.copytree(run, broken)
     (broken / "checkpoints" / "step-0000006" / "model.safetensors").write_bytes(b"\0" * 100)
     assert main(["fill-mask", str(broken), "a [MASK] ."]) == 2
-    assert "delete it" in one_line_error(capsys)
+    assert "restore it from a backup, or move it out of" in one_line_error(capsys)
     mismatch = tmp_path / "mismatch"
     shutil.copytree(run, mismatch)
     save_tokenizer(train_tokenizer(["a small text of a few words"] * 10, vocab_size=60), mismatch)

@@ -214,7 +214,7 @@ def test_a_corrupt_checkpoint_is_a_clear_error(small, tmp_path):
     tokenizer, _ = small
     folder = save_checkpoint(tmp_path, tiny_model(tokenizer), {"step": 1}, 1)
     (folder / "model.safetensors").write_bytes(b"not a safetensors file")
-    with pytest.raises(RunError, match="delete it"):
+    with pytest.raises(RunError, match="restore it from a backup, or move it out of"):
         load_checkpoint(folder, tiny_model(tokenizer))
 
 

@@ -17,8 +17,9 @@ from ..data.tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_token
 from ..data.wikitext import SPLITS, corpus_stats, load_wikitext2, wikitext_paragraphs
 from ..model.config import BertConfig
 from ..tasks.examples import TASKS
-from ..train.runs import RECIPES, load_run
+from ..train.runs import RECIPES, load_run, resume_command
 from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig
+from ..utils.environment import command_line
 from .options import given_options
 
 LENGTHS = ("max_steps", "epochs", "time_budget")  # one of them gives a run's length
@@ -72,7 +73,7 @@ def _settings(args: argparse.Namespace, out: Path, kind: type) -> tuple[Any, Any
         return kind.from_dict(given), None
     saved = load_run(out)[1]
     if type(saved) is not kind:
-        raise UsageError(f"{out} was made by `python -m bertlib {RECIPES[type(saved)]}`; resume it with that command")
+        raise UsageError(f"{out} was made by `{RECIPES[type(saved)]}`; resume it with {resume_command(out, saved)}")
     return kind.from_dict({**saved.to_dict(), **given}), saved
 
 
@@ -185,7 +186,7 @@ def finetune(args: argparse.Namespace) -> None:
     usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(
         TASKS[cfg.task].kind, '"TEXT"'
     )
-    print(f"try it: python -m bertlib predict {out} {usage}")
+    print(f"try it: {command_line('predict', out)} {usage}")
 
 
 def _output_dir(args: argparse.Namespace, default: str) -> Path:
@@ -210,7 +211,7 @@ def _report_pretraining(out: Path, records: list[dict], start: float, data_dir: 
             + ", ".join(f"{k} {valid[-1][k]:.3f}" for k in shown if k in valid[-1])
         )
     print(f"loss curve: {out / 'loss_curve.png'}")
-    print(f"test scores: python -m bertlib evaluate {out} --split test")
+    print(f"test scores: {command_line('evaluate', out, '--split', 'test')}")
 
 
 def _report_saved(out: Path, records: list[dict], start: float) -> list[dict]:

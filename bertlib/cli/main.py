@@ -7,13 +7,16 @@ Written by hand. Torch is imported by the commands that need it, so that `--help
 """
 
 import argparse
+import contextlib
 import sys
+import warnings
+from collections.abc import Iterator
 
 from ..data.tokenizer import DEFAULT_VOCAB_SIZE
 from ..data.wikitext import WIKITEXT_CONFIGS
 from ..model.config import PRESETS, BertConfig
 from ..tasks.examples import TASK_NAMES
-from ..train.runs import RunError
+from ..train.runs import RunError, RunWarning
 from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig
 from .commands import UsageError, distil, finetune, prepare, pretrain
 from .options import add_config_options
@@ -134,7 +137,7 @@ def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.A
     p = _command(commands, "export-hf", export_hf, "write a run in HF transformers' format")
     p.add_argument("run", help="the run folder")
     p.add_argument("output", help="the folder to write")
-    p.add_argument("--overwrite", action="store_true", help="replace files in a non-empty output folder")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier export in the output folder, whole")
     p.add_argument(
         "--newest",
         action="store_true",
@@ -158,6 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _run_warnings_in_one_line() -> Iterator[None]:
+    "Show a `RunWarning` as one line on stderr, as errors are; other warnings as before."
+    with warnings.catch_warnings():
+        shown = warnings.showwarning
+
+        def show(message, category, *where) -> None:
+            if issubclass(category, RunWarning):
+                print(f"warning: {message}".splitlines()[0], file=sys.stderr)
+            else:
+                shown(message, category, *where)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. Errors a user can cause are one line on stderr and exit code 2; an interrupted run
     saves a checkpoint and exits with 128 + the signal's number (130 for Ctrl-C, 143 for SIGTERM)."""
@@ -165,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..utils.processes import TrainingInterrupted  # after parsing: `--help` needs no torch
 
     try:
-        args.func(args)
+        with _run_warnings_in_one_line():
+            args.func(args)
     except TrainingInterrupted as stop:
         print(f"{stop}", file=sys.stderr)
         return 128 + stop.signum

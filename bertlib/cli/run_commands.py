@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..train.runs import RECIPES, is_run_folder, load_run, read_metrics
+from ..train.runs import RECIPES, check_outside_runs, disk_full, full_disk_error, load_run, read_metrics
 from ..train.settings import FinetuneConfig
+from ..utils.environment import command_line
 from .commands import UsageError
 
 
@@ -24,7 +25,7 @@ def _pretraining_run(run: str, command: str) -> bool:
     if isinstance(cfg, FinetuneConfig):
         raise UsageError(
             f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
-            f"`python -m bertlib predict {run} TEXT`, or give a pre-training run"
+            f"{command_line('predict', Path(run))} TEXT, or give a pre-training run"
         )
     return getattr(cfg, "objective", None) == "electra"
 
@@ -58,10 +59,8 @@ def predict(args: argparse.Namespace) -> None:
     _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
     if not isinstance(cfg, FinetuneConfig):
-        raise UsageError(
-            f"{args.run} is a pre-training run; fine-tune it first (python -m bertlib finetune TASK "
-            f"--from {args.run}), or use fill-mask"
-        )
+        finetune = command_line("finetune", "TASK", "--from", Path(args.run))
+        raise UsageError(f"{args.run} is a pre-training run; fine-tune it first ({finetune}), or use fill-mask")
     model, tokenizer = _load(args)
     result = run_predict(
         model,
@@ -145,23 +144,34 @@ def export_hf(args: argparse.Namespace) -> None:
     """Write a run as a folder HF transformers loads (from_pretrained, pipeline): a fine-tuning run's best validation
     (best/; --newest: its newest checkpoint), a pre-training run's newest checkpoint, and the tokenizer, whose
     model_max_length is the length the run trained at."""
-    from ..hf.folders import save_pretrained_hf
+    from ..hf.folders import is_hf_folder, save_pretrained_hf
     from ..hf.interop import OWN_CLASSES, hf_class
 
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise UsageError(f"{out} is a file, not a folder; choose a folder to write the model into")
-    inside = next((p for p in (out.resolve(), *out.resolve().parents) if is_run_folder(p)), None)
-    if inside is not None:
-        raise UsageError(
-            f"{out} is, or is inside, the bertlib run folder {inside}, whose files an export could "
-            f"replace; choose a folder outside any run"
-        )
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise UsageError(f"{out} exists and is not empty; pass --overwrite to replace its files, or choose another one")
+    # an export is replaced whole (--overwrite), which would take along a run inside it
+    check_outside_runs(out, "an export", below=is_hf_folder(out))
+    if out.exists() and any(out.iterdir()):
+        if not args.overwrite:
+            raise UsageError(
+                f"{out} exists and is not empty; pass --overwrite to replace the export in it, or choose another one"
+            )
+        if not is_hf_folder(out):
+            raise UsageError(
+                f"{out} holds files other than an HF export (no config.json with a model_type), which --overwrite "
+                f"would delete, since it replaces an export whole; choose a new or empty folder"
+            )
     cfg = load_run(args.run)[1]
     model, tokenizer = _load(args)
-    save_pretrained_hf(model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len)
+    try:
+        save_pretrained_hf(
+            model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len
+        )
+    except Exception as err:  # a writer's own error may be all that says the disk is full (safetensors')
+        if disk_full(err, out.parent):
+            raise full_disk_error(out, "free space on it, or export to another disk") from err
+        raise
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(
         type(model).__name__, type(model).__name__.replace("Bert", "AutoModel")
     )
@@ -172,7 +182,7 @@ def export_hf(args: argparse.Namespace) -> None:
 def info(args: argparse.Namespace) -> None:
     """Describe a run: model, training settings (a fine-tuning run: its task, encoder and best validation),
     checkpoints and the latest metrics."""
-    from ..train.checkpoints import best_validation, checkpoints
+    from ..train.checkpoints import best_validation, checkpoints, incomplete_checkpoints
 
     model_config, cfg, tokenizer = load_run(args.run)
     records = read_metrics(Path(args.run) / "metrics.jsonl")
@@ -185,6 +195,7 @@ def info(args: argparse.Namespace) -> None:
         "training": cfg.to_dict(),
         "vocabulary": tokenizer.get_vocab_size(),
         "checkpoints": [c.name for c in checkpoints(args.run)],
+        "incomplete_checkpoints": {p.name: missing for p, missing in incomplete_checkpoints(args.run).items()},
         "last_train": train[-1] if train else None,
         "last_validation": valid[-1] if valid else None,
     }
@@ -215,7 +226,11 @@ def info(args: argparse.Namespace) -> None:
         kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"
         print(f"  task        {cfg.task}, from {cfg.source} ({cfg.init} weights)")
         print(f"  best/       {kept}")
-    print(f"  checkpoints {', '.join(summary['checkpoints']) or 'none yet'}")
+    incomplete = [
+        f"{name} incomplete ({', '.join(missing)} missing)"
+        for name, missing in summary["incomplete_checkpoints"].items()
+    ]
+    print(f"  checkpoints {', '.join(summary['checkpoints'] + incomplete) or 'none yet'}")
     for name, entry in (("last step", summary["last_train"]), ("validation", summary["last_validation"])):
         if entry:
             print(

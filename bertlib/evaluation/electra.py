@@ -10,6 +10,7 @@ __all__ = ["RTD_METRICS", "rtd_metrics", "evaluate_electra_run"]
 import math
 import os
 from itertools import islice
+from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
@@ -20,6 +21,7 @@ from ..train.checkpoints import latest_checkpoint
 from ..train.factory import model_from_checkpoint
 from ..train.runs import RunError, load_run
 from ..utils.devices import autocast, eval_mode, resolve_device, to_device
+from ..utils.environment import command_line
 from .scores import EVAL_SEED, evaluation_loader
 
 RTD_METRICS = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_loss", "rtd_accuracy", "replaced_share")
@@ -81,7 +83,7 @@ def evaluate_electra_run(
     "The scores (`RTD_METRICS`) of an ELECTRA run's newest checkpoint on a statically masked WikiText-2 split."
     model_config, cfg, tokenizer = load_run(run_dir)
     if getattr(cfg, "objective", None) != "electra":
-        raise RunError(f"{run_dir} is not an ELECTRA run; score it with `python -m bertlib evaluate {run_dir}`")
+        raise RunError(f"{run_dir} is not an ELECTRA run; score it with {command_line('evaluate', Path(run_dir))}")
     model = model_from_checkpoint(model_config, latest_checkpoint(run_dir), cfg).to(resolve_device(device))
     loader = evaluation_loader(
         split,

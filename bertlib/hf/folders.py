@@ -5,9 +5,12 @@ the model), and the encoder of any HF BERT checkpoint (a hub id, or a folder lai
 Written by hand; notebook 05 presents it.
 """
 
-__all__ = ["HF_SPECIAL_TOKENS", "to_hf_tokenizer", "save_pretrained_hf", "load_hf_encoder"]
+__all__ = ["HF_SPECIAL_TOKENS", "to_hf_tokenizer", "is_hf_folder", "save_pretrained_hf", "load_hf_encoder"]
 
 import contextlib
+import ctypes
+import errno
+import json
 import os
 import shutil
 import tempfile
@@ -22,6 +25,7 @@ from tokenizers import decoders
 from ..data.tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 from ..model.bert import BertForPreTraining
 from ..model.config import BertConfig
+from ..utils.files import fsync_dir, umask
 from .interop import OWN_CLASSES, BertLibModel, from_hf_config, hf_name, to_transformers
 from .remote import configuration_bertlib, modeling_bertlib
 
@@ -54,6 +58,59 @@ def to_hf_tokenizer(tokenizer: tokenizers.Tokenizer, model_max_length: int) -> t
     )
 
 
+def is_hf_folder(path: str | os.PathLike) -> bool:
+    "Whether `path` holds a model saved in HF `transformers`' format: a `config.json` that names its `model_type`."
+    try:
+        return "model_type" in json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag (Linux 3.15): swap two paths in one step
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    "Swap the folders `a` and `b` in one step; False where the system or filesystem cannot (then nothing happened)."
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_cwd = -100  # AT_FDCWD: relative paths start from the working directory
+    if renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _clear_leftovers(path: Path) -> None:
+    """Clean up after a kill part-way through replacing the export `path`: a new export never put in place is removed;
+    an old one moved aside (where folders cannot be swapped in one step) comes back if nothing took its place."""
+    for new in path.parent.glob(f".{path.name}.new-*"):
+        shutil.rmtree(new, ignore_errors=True)
+    for old in path.parent.glob(f".{path.name}.old-*"):
+        if path.exists():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(old, path)
+
+
+def _put_in_place(new: Path, path: Path) -> None:
+    """Make the folder `new` the folder `path`, replacing a whole one there: swapped in one step, so that a kill at any
+    moment leaves the old folder or the new one; where the filesystem cannot swap, the old one is moved aside first
+    (a kill between the two renames is undone by `_clear_leftovers`)."""
+    if not path.exists() or not any(path.iterdir()):
+        os.replace(new, path)  # a rename onto an empty folder replaces it
+    elif _exchange(new, path):
+        shutil.rmtree(new)  # now the old export
+    else:
+        old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+        os.replace(path, old)
+        os.replace(new, path)
+        shutil.rmtree(old)
+    fsync_dir(path.parent)
+
+
 def save_pretrained_hf(
     model: BertLibModel,
     tokenizer: tokenizers.Tokenizer,
@@ -73,8 +130,11 @@ def save_pretrained_hf(
     "token-classification" for a fine-tuned one (transformers 5 has no "question-answering" pipeline: load a
     reader with `AutoModelForQuestionAnswering`). A model that only bertlib's own classes hold (Pre-LN, for one)
     comes with their code (`configuration_bertlib.py`, `modeling_bertlib.py`): load it with
-    `from_pretrained(path, trust_remote_code=True)`. Files are written to a
-    temporary directory first and moved in one by one, so no file is ever left half-written."""
+    `from_pretrained(path, trust_remote_code=True)`.
+
+    The export is written beside `path` and put in its place whole (`path` may be absent, an empty folder or an
+    earlier export, which it replaces; any other folder is refused), so that a kill at any moment leaves the old
+    export or the new one, never a mix of their files."""
     pad = tokenizer.token_to_id(HF_SPECIAL_TOKENS["pad_token"])
     if pad is not None and pad != model.config.pad_token_id:
         raise ValueError(f"the tokenizer's [PAD] id is {pad} but BertConfig.pad_token_id={model.config.pad_token_id}")
@@ -83,19 +143,31 @@ def save_pretrained_hf(
             f"the tokenizer has {tokenizer.get_vocab_size()} tokens but the model only "
             f"BertConfig.vocab_size={model.config.vocab_size}"
         )
+    path = Path(path)
+    if path.exists() and (not path.is_dir() or any(path.iterdir()) and not is_hf_folder(path)):
+        raise ValueError(
+            f"{path} is not an HF model folder (no config.json with a model_type), and an export replaces its folder "
+            f"whole; choose a new or empty folder"
+        )
     hf_tokenizer = to_hf_tokenizer(tokenizer, model_max_length or model.config.max_position_embeddings)
     hf_model = to_transformers(model)
-    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=f".{path.name}.") as tmp:
-        hf_model.save_pretrained(tmp)
-        hf_tokenizer.save_pretrained(tmp)
+    _clear_leftovers(path)
+    new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+    try:
+        hf_model.save_pretrained(new)
+        hf_tokenizer.save_pretrained(new)
         if type(hf_model) in OWN_CLASSES.values():  # the code that its config's auto_map names
             for module in OWN_FILES:
-                shutil.copyfile(module.__file__, Path(tmp) / Path(module.__file__).name)
-        path.mkdir(exist_ok=True)
-        for file in Path(tmp).iterdir():
-            os.replace(file, path / file.name)
+                shutil.copyfile(module.__file__, new / Path(module.__file__).name)
+        for file in new.iterdir():
+            with open(file, "rb") as f:
+                os.fsync(f.fileno())
+        os.chmod(new, 0o777 & ~umask())  # mkdtemp makes a private folder; an export is an ordinary one
+        _put_in_place(new, path)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
     return path
 
 

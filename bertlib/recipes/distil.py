@@ -85,7 +85,7 @@ def distil(
     A new run needs an `output_dir` that does not exist or is empty; the student gets the teacher's tokenizer.
     `resume=True` continues the run from its newest checkpoint with its saved settings (`cfg` may change only
     `RESUMABLE_FIELDS`); the teacher must still be the model it was."""
-    with open_run(output_dir, cfg, DistilConfig, resume, on_log) as run:
+    with open_run(output_dir, cfg, DistilConfig, resume, on_log, data_dir=data_dir) as run:
         cfg = run.cfg
         if not cfg.teacher:
             raise ValueError("a new distillation run needs cfg.teacher (--teacher): a bertlib pre-training run folder")

@@ -123,7 +123,7 @@ def pretrain(
     With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
     for as many steps as fit; the run folder records that number, so resuming it is exact."""
     started = time.perf_counter()
-    with open_run(output_dir, cfg, PretrainConfig, resume, on_log) as run:
+    with open_run(output_dir, cfg, PretrainConfig, resume, on_log, data_dir=data_dir) as run:
         cfg = run.cfg
         if resume:
             model_config, tokenizer = run.model_config, run.tokenizer

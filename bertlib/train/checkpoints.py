@@ -7,6 +7,10 @@ of each file, rotated so that a kill never leaves a listed, broken one, and read
       training_state.pt      optimiser, schedule, step and data position (what resuming needs)
       checksums.json         SHA-256 of the two files, checked when they are read
 
+A checkpoint appears whole or not at all, so a step folder without its weights or checksums is damage (emptied by
+hand, a copy cut short): readers name it (`incomplete_checkpoints`) rather than pass over it in silence. A reader
+whose checkpoint its writer rotated away meanwhile reads the newest one instead (`read_newest`).
+
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
@@ -14,7 +18,11 @@ __all__ = [
     "CHECKPOINT_PREFIX",
     "checkpoint_step",
     "checkpoints",
+    "incomplete_checkpoints",
+    "newest_incomplete",
+    "clear_leftovers",
     "save_checkpoint",
+    "read_newest",
     "load_weights",
     "load_training_state",
     "load_checkpoint",
@@ -29,7 +37,10 @@ import json
 import os
 import pickle
 import shutil
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 from safetensors import SafetensorError
@@ -38,7 +49,7 @@ from safetensors.torch import save_model as save_safetensors
 from torch import nn
 
 from ..utils.files import atomic_write, fsync_dir
-from .runs import RunError
+from .runs import RunError, RunWarning, writing_into
 
 CHECKPOINT_PREFIX = "step-"
 WEIGHTS, TRAINING_STATE, CHECKSUMS = "model.safetensors", "training_state.pt", "checksums.json"
@@ -67,6 +78,31 @@ def checkpoints(run_dir: str | os.PathLike) -> list[Path]:
     )
 
 
+def incomplete_checkpoints(run_dir: str | os.PathLike) -> dict[Path, list[str]]:
+    """The step folders of a run newer than its newest complete checkpoint that lack its weights or checksums, each
+    with the files it lacks. A folder that its writer rotates away as it is looked at is not one of them."""
+    folder = Path(run_dir) / "checkpoints"
+    whole = checkpoints(run_dir)
+    newest = checkpoint_step(whole[-1]) if whole else -1
+    found = {}
+    for step_dir in sorted(folder.glob(f"{CHECKPOINT_PREFIX}*")) if folder.is_dir() else []:
+        if not step_dir.name[len(CHECKPOINT_PREFIX) :].isdigit() or checkpoint_step(step_dir) <= newest:
+            continue
+        missing = [name for name in (WEIGHTS, CHECKSUMS) if not (step_dir / name).is_file()]
+        if missing and step_dir.is_dir():  # looked at after its files: a folder renamed away is not incomplete
+            found[step_dir] = missing
+    return found
+
+
+def newest_incomplete(run_dir: str | os.PathLike) -> str | None:
+    "The newest of `incomplete_checkpoints`, as a reader names it ('... is incomplete (... missing)'); None if none."
+    found = incomplete_checkpoints(run_dir)
+    if not found:
+        return None
+    step_dir, missing = list(found.items())[-1]
+    return f"{step_dir} is incomplete ({', '.join(missing)} missing)"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -90,22 +126,37 @@ def _remove(folder: Path) -> None:
     shutil.rmtree(trash)
 
 
+def _clear(folder: Path) -> None:
+    "Remove what a crash left in a checkpoints folder: a checkpoint cut short, or one half deleted."
+    for leftover in [*folder.glob(".tmp-*"), *folder.glob(".trash-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def clear_leftovers(run_dir: str | os.PathLike) -> None:
+    """Remove what a crash left in a run's checkpoint folders (its own and `best/`'s), which could hold the space a
+    full disk needs back. Only the run's writer may call it, as it holds the run's lock."""
+    for folder in (Path(run_dir) / "checkpoints", Path(run_dir) / "best" / "checkpoints"):
+        if folder.is_dir():
+            _clear(folder)
+
+
 def save_checkpoint(
     run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int, keep: int = 2
 ) -> Path:
     """Write `model`'s weights and `training_state` as checkpoint `step`, atomically and with checksums, then
-    delete all but the newest `keep` checkpoints."""
+    delete all but the newest `keep` checkpoints. A full disk is a one-line `RunError` that names it; the partial
+    checkpoint is removed, so the run resumes from the one before once there is space."""
     folder = Path(run_dir) / "checkpoints"
     final = folder / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = folder / f".tmp-{final.name}"
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
-    for trash in folder.glob(".trash-*"):  # left by a crash while deleting
-        shutil.rmtree(trash, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
-    torch.save(training_state, tmp / TRAINING_STATE)
-    write_checksums(tmp)
-    _fsync_tree(tmp)
+    if folder.is_dir():
+        _clear(folder)
+    with writing_into(tmp, final, "free space on it, then continue the run with --resume"):
+        tmp.mkdir(parents=True)
+        save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
+        torch.save(training_state, tmp / TRAINING_STATE)
+        write_checksums(tmp)
+        _fsync_tree(tmp)
     if final.exists():  # the same step saved again (e.g. a resumed run that stopped right after saving)
         _remove(final)
     os.rename(tmp, final)
@@ -113,6 +164,11 @@ def save_checkpoint(
     for old in checkpoints(run_dir)[:-keep]:
         _remove(old)
     return final
+
+
+def _fall_back(checkpoint: Path) -> str:
+    "The way out of a damaged checkpoint that keeps every file of it."
+    return f"restore it from a backup, or move it out of {checkpoint.parent} to fall back to the checkpoint before it"
 
 
 def _verified(checkpoint: Path, name: str) -> Path:
@@ -126,15 +182,14 @@ def _verified(checkpoint: Path, name: str) -> Path:
     if actual != expected:
         raise RunError(
             f"checkpoint {checkpoint}: {name} does not match its checksum (the file is damaged); "
-            f"delete it (the whole step folder) to fall back to the previous checkpoint"
+            f"{_fall_back(checkpoint)}"
         )
     return path
 
 
 def _unreadable(checkpoint: Path, err: Exception) -> RunError:
     return RunError(
-        f"checkpoint {checkpoint} is unreadable ({type(err).__name__}: {str(err)[:120]}); "
-        f"delete it to fall back to the previous checkpoint"
+        f"checkpoint {checkpoint} is unreadable ({type(err).__name__}: {str(err)[:120]}); {_fall_back(checkpoint)}"
     )
 
 
@@ -179,11 +234,40 @@ def load_checkpoint(checkpoint: Path, model: nn.Module) -> dict:
     return load_training_state(checkpoint)
 
 
+Read = TypeVar("Read")
+
+
+def read_newest(checkpoint: Path, read: Callable[[Path], Read]) -> tuple[Read, Path]:
+    """`read(checkpoint)` and the checkpoint read: `checkpoint`, or, if its writer rotated it away while it was being
+    read (the folder is gone, and its run has a newer one), the newest checkpoint of its run instead."""
+    while True:
+        try:
+            return read(checkpoint), checkpoint
+        except RunError:
+            found = checkpoints(checkpoint.parent.parent)
+            if checkpoint.exists() or not found or checkpoint_step(found[-1]) <= checkpoint_step(checkpoint):
+                raise
+            checkpoint = found[-1]
+
+
 def latest_checkpoint(run_dir: str | os.PathLike) -> Path:
-    "The newest complete checkpoint of a run."
-    found = checkpoints(run_dir)
+    """The newest complete checkpoint of a run. A newer step folder that is incomplete is named, in a `RunWarning`
+    (one line on the command line), rather than passed over in silence."""
+    found, incomplete = checkpoints(run_dir), newest_incomplete(run_dir)
+    if not found and incomplete:
+        raise RunError(
+            f"{run_dir} has no complete checkpoint: {incomplete}; restore the files from a backup, or resume the run "
+            f"(--resume), which starts it again from step 0"
+        )
     if not found:
         raise RunError(f"{run_dir} has no checkpoint yet; wait for the first one or resume the run")
+    if incomplete:
+        warnings.warn(
+            f"{incomplete}, so {found[-1].name}, the newest complete checkpoint, is read instead; restore the missing "
+            f"files from a backup to read it",
+            RunWarning,
+            stacklevel=2,
+        )
     return found[-1]
 
 
@@ -196,4 +280,4 @@ def best_checkpoint(run_dir: str | os.PathLike) -> Path | None:
 def best_validation(run_dir: str | os.PathLike) -> dict | None:
     "What a fine-tuning run's `best/` holds: the step and scores of its best validation; None without a whole `best/`."
     found = best_checkpoint(run_dir)
-    return None if found is None else load_training_state(found)
+    return None if found is None else read_newest(found, load_training_state)[0]

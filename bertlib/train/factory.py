@@ -4,7 +4,7 @@ built fresh, or loaded from a checkpoint with its tokenizer for evaluation, pred
 Written by hand: production plumbing that notebook 07 uses but does not show in full.
 """
 
-__all__ = ["build_model", "model_from_checkpoint", "run_checkpoint", "load_model"]
+__all__ = ["model_class", "build_model", "model_from_checkpoint", "run_checkpoint", "load_model"]
 
 import os
 from pathlib import Path
@@ -19,32 +19,59 @@ from ..model.electra import ElectraForPreTraining
 from ..model.heads import HEADS, BertForQuestionAnswering, BertForSequenceClassification
 from ..tasks.examples import TASKS
 from ..utils.devices import resolve_device
-from .checkpoints import best_checkpoint, latest_checkpoint, load_weights
-from .runs import RunConfig, RunError, load_run
+from ..utils.environment import command_line
+from .checkpoints import best_checkpoint, latest_checkpoint, load_weights, read_newest
+from .runs import RunConfig, RunError, is_run_folder, load_run
 from .settings import FinetuneConfig, PretrainConfig
 
 
-def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
-    """The model a run trains, with fresh weights: `BertForPreTraining` (a distilled student too), for an ELECTRA
-    run `ElectraForPreTraining`, for a fine-tuning run the head of its task (`bertlib.model.heads.HEADS`) with the
-    task's label names."""
+def model_class(cfg: RunConfig | None = None) -> type[nn.Module]:
+    """The class of the model a run's settings train: `BertForPreTraining` (a distilled student too, and without
+    settings), `ElectraForPreTraining` for an ELECTRA run, the head of its task for a fine-tuning run."""
     if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
-        return ElectraForPreTraining(model_config, cfg.generator_size)
-    if not isinstance(cfg, FinetuneConfig):
-        return BertForPreTraining(model_config)
+        return ElectraForPreTraining
+    return HEADS[TASKS[cfg.task].kind] if isinstance(cfg, FinetuneConfig) else BertForPreTraining
+
+
+def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
+    """The model a run trains (`model_class`), with fresh weights: an ELECTRA run's with its generator's size, a
+    fine-tuning run's head with the task's label names (`bertlib.model.heads.HEADS`)."""
+    kind = model_class(cfg)
+    if kind is ElectraForPreTraining:
+        return kind(model_config, cfg.generator_size)
+    if kind is BertForPreTraining or kind is BertForQuestionAnswering:
+        return kind(model_config)
     task = TASKS[cfg.task]
-    head = HEADS[task.kind]
-    if head is BertForQuestionAnswering:
-        return head(model_config)
-    if head is BertForSequenceClassification:
-        return head(model_config, task.label_names, pooling=cfg.pooling)
-    return head(model_config, task.label_names)
+    if kind is BertForSequenceClassification:
+        return kind(model_config, task.label_names, pooling=cfg.pooling)
+    return kind(model_config, task.label_names)
+
+
+def _check_kind(checkpoint: Path, cfg: RunConfig | None) -> None:
+    """Refuse to read a checkpoint into a model of another class than the one its run makes (an ELECTRA run's into
+    BERT's pre-training model, say), naming both, rather than report weights that do not fit."""
+    run = next((p for p in Path(checkpoint).parents if is_run_folder(p)), None)
+    if run is None:
+        return
+    made, wanted = model_class(load_run(run)[1]), model_class(cfg)
+    if made is not wanted:
+        way = (
+            f"score it with bertlib.evaluation.electra.evaluate_electra_run, or {command_line('evaluate', run)}"
+            if made is ElectraForPreTraining
+            else f"load it with bertlib.load_model({str(run)!r}), which builds the model its run makes"
+        )
+        raise RunError(
+            f"{checkpoint} holds the weights of a {made.__name__} (what the run {run} trains), not of the "
+            f"{wanted.__name__} asked for; {way}"
+        )
 
 
 def model_from_checkpoint(model_config: BertConfig, checkpoint: Path, cfg: RunConfig | None = None) -> nn.Module:
-    "The model of a run (`build_model`) with the weights of `checkpoint`."
+    """The model of a run (`build_model`) with the weights of `checkpoint`, or, if its writer rotated it away while it
+    was read, of the run's newest checkpoint (`bertlib.train.checkpoints.read_newest`)."""
+    _check_kind(checkpoint, cfg)
     model = build_model(model_config, cfg)
-    load_weights(checkpoint, model)
+    read_newest(checkpoint, lambda found: load_weights(found, model))
     return model
 
 

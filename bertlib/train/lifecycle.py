@@ -1,15 +1,18 @@
 """The life of a run folder that every recipe (pre-training, distillation, fine-tuning) shares: join the process
-group `torchrun` describes; take the folder's lock, so that one process at a time writes it; for a new run, check
-that the folder is free before anything is written, then make it whole at once; for a resumed one, read its settings
-back (a change is allowed to `RESUMABLE_FIELDS` only, and the length may not end before the newest checkpoint) and
-record the new ones; choose the CPU threads; at the end, release the lock and leave the process group.
+group `torchrun` describes; refuse a folder inside a run or holding one (runs never nest); take the folder's lock, so
+that one process at a time writes it; for a new run, check that the folder is free before anything is written, then
+make it whole at once, with a fingerprint of the data it learns from; for a resumed one, read its settings back (a
+change is allowed to `RESUMABLE_FIELDS` only, the length may not end before the newest checkpoint, and the training
+data must be the data it learned from) and record the new ones; choose the CPU threads; at the end, release the lock
+and leave the process group.
 
 Written by hand: production plumbing that the recipes use.
 """
 
-__all__ = ["RunSession", "lock_path", "open_run"]
+__all__ = ["RunSession", "lock_path", "data_fingerprint", "open_run"]
 
 import fcntl
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,20 +23,26 @@ import torch
 import torch.distributed as dist
 from tokenizers import Tokenizer
 
+from ..data.wikitext import load_wikitext2
 from ..model.config import BertConfig
+from ..tasks.load import load_task
 from ..utils.devices import cpu_threads, resolve_device
+from ..utils.environment import DATA_DIR_ENV, resolve_data_dir
 from ..utils.processes import init_distributed, world
-from .checkpoints import checkpoint_step, checkpoints, load_training_state
+from .checkpoints import checkpoint_step, checkpoints, clear_leftovers, load_training_state
 from .runs import (
     RunConfig,
     RunError,
     absolute_references,
     check_new_run,
+    check_outside_runs,
     create_run,
     load_run,
     resumed_config,
+    saved_data,
     write_run_config,
 )
+from .settings import FinetuneConfig
 
 
 def _length(cfg: RunConfig) -> str:
@@ -51,12 +60,17 @@ class RunSession:
     cfg: RunConfig | None = None
     tokenizer: Tokenizer | None = None
     on_log: Callable[[dict], None] | None = None
+    data_dir: str | os.PathLike | None = None
+    data: dict | None = None  # the fingerprint of the training data (`data_fingerprint`), once known
 
     def record(self, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> None:
-        """Write the run's settings (rank 0 only): a new run's folder with its `config.json` and tokenizer, all at
-        once; a resumed run's `config.json` with what changed (a longer run, another device), a new length said."""
+        """Write the run's settings (rank 0 only): a new run's folder with its `config.json` (and the fingerprint of
+        its training data) and tokenizer, all at once; a resumed run's `config.json` with what changed (a longer run,
+        another device), a new length said."""
         if world()[1] != 0:
             return
+        if self.data is None:
+            self.data = data_fingerprint(cfg, self.data_dir)
         if self.resume:
             saved = load_run(self.run_dir)[1]
             if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs) and self.on_log is not None:
@@ -67,9 +81,9 @@ class RunSession:
                         f"run differs from one made that long from the start"
                     }
                 )
-            write_run_config(self.run_dir, model_config, cfg)
+            write_run_config(self.run_dir, model_config, cfg, self.data)
         else:
-            create_run(self.run_dir, model_config, cfg, tokenizer)
+            create_run(self.run_dir, model_config, cfg, tokenizer, self.data)
 
 
 def lock_path(run_dir: str | os.PathLike) -> Path:
@@ -125,10 +139,12 @@ def _unlock(run_dir: Path, fd: int) -> None:
     os.close(fd)
 
 
-def _set_threads(cfg: RunConfig, resume: bool, on_log: Callable[[dict], None] | None) -> RunConfig:
+def _set_threads(cfg: RunConfig, saved: int | None, on_log: Callable[[dict], None] | None) -> RunConfig:
     """Set the threads torch trains with on the CPU (`bertlib.utils.devices.cpu_threads`: `cfg.threads`, which a resumed
-    run recorded, or else the CPUs idle now) and return `cfg` with the count, to be recorded; say what was measured. The
-    count stays with the run, since a sum split over another number of threads rounds differently."""
+    run recorded, or else the CPUs idle now) and return `cfg` with the count, to be recorded; say what was measured.
+    `saved` is the count a resumed run recorded. The count stays with the run, since a sum split over another number of
+    threads rounds differently: where a resumed run keeps it on a busier machine, it says that fewer would be faster
+    (a change of count is the training loop's to say and record, beside the checkpoint it departs from)."""
     if cfg.threads is None and resolve_device(cfg.device).type != "cpu":
         return cfg
     threads, idle = cpu_threads(cfg.threads)
@@ -140,14 +156,50 @@ def _set_threads(cfg: RunConfig, resume: bool, on_log: Callable[[dict], None] | 
                 f"(--threads N to choose)"
             }
         )
-    elif on_log is not None and resume and (now := cpu_threads()[1]) is not None and int(now + 0.5) < threads:
+    elif on_log is not None and saved == threads and (now := cpu_threads()[1]) is not None and int(now + 0.5) < threads:
         on_log(
             {
-                "event": f"training with {threads} CPU threads, as the run started, so that it resumes exactly; "
-                f"{now:.1f} CPUs are idle now, so --threads {max(1, int(now + 0.5))} would be faster"
+                "event": f"training with {threads} CPU threads, the count the run has computed with, so that it "
+                f"stays bit-exact; only {now:.1f} CPUs are idle now, so --threads {max(1, int(now + 0.5))} would be "
+                f"faster, though no longer bit-exact"
             }
         )
     return replace(cfg, threads=threads)
+
+
+def data_fingerprint(cfg: RunConfig, data_dir: str | os.PathLike | None = None) -> dict:
+    """What a run learns from: its training split (WikiText-2's for pre-training and distillation, the task's for
+    fine-tuning) as it reads it, counted and hashed (SHA-256 of its rows), so that the same data gives the same
+    fingerprint wherever it was read from (a local folder or the hub), and any other data another."""
+    if isinstance(cfg, FinetuneConfig):
+        name = f"{cfg.task} train split"
+        rows = [repr(example) for example in load_task(cfg.task, "train", data_dir)]  # dataclasses: field by field
+    else:
+        name = f"WikiText-2 ({cfg.data_config}) train split"
+        rows = load_wikitext2("train", cfg.data_config, data_dir)
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(row.encode("utf-8", errors="surrogatepass") + b"\0")
+    root = resolve_data_dir(data_dir)
+    source = "the HuggingFace hub" if root is None else str(root.resolve())
+    return {"split": name, "rows": len(rows), "sha256": digest.hexdigest(), "read_from": source}
+
+
+def _check_data(run_dir: Path, cfg: RunConfig, data_dir: str | os.PathLike | None) -> dict | None:
+    """The fingerprint of the data a resumed run would now learn from; a RunError if it is not the data the run
+    recorded (a run made before runs recorded it is not checked)."""
+    saved = saved_data(run_dir)
+    if saved is None:
+        return None
+    now = data_fingerprint(cfg, data_dir)
+    if now["sha256"] != saved.get("sha256"):
+        raise RunError(
+            f"{run_dir} learned from a {saved.get('split')} of {saved.get('rows', 0):,} rows (sha256 "
+            f"{str(saved.get('sha256'))[:12]}, read from {saved.get('read_from')}), but {now['read_from']} gives "
+            f"{now['rows']:,} rows (sha256 {now['sha256'][:12]}); resume it on the data it learned from (--data-dir, "
+            f"or {DATA_DIR_ENV}), or start a new run to learn from this data"
+        )
+    return now
 
 
 def _check_length(run_dir: Path, cfg: RunConfig) -> None:
@@ -175,16 +227,21 @@ def open_run(
     kind: type,
     resume: bool,
     on_log: Callable[[dict], None] | None = None,
+    *,
+    data_dir: str | os.PathLike | None = None,
 ) -> Iterator[RunSession]:
     """The run in `output_dir`, made by the recipe whose settings are `kind`: with `resume`, its saved settings (`cfg`
-    may change only `RESUMABLE_FIELDS`); else a new run of `cfg`, whose folder must be absent or empty. Joins the
-    process group `torchrun` describes, and leaves it at the end if it joined it. The writing process (rank 0) holds
-    the folder's lock throughout (`lock_path`): a second writer gets a `RunError`; `on_log` hears of a lock taken
-    over from a killed run. On a CPU, sets torch's threads for the run (`cfg.threads`, or the CPUs idle now, said).
-    POSIX only, as the atomic renames of run folders are."""
+    may change only `RESUMABLE_FIELDS`) and the training data it learned from (read from `data_dir`, as the recipe
+    reads it: `data_fingerprint`); else a new run of `cfg`, whose folder must be absent or empty. Neither may be inside
+    another run, nor hold one. Joins the process group `torchrun` describes, and leaves it at the end if it joined it.
+    The writing process (rank 0) holds the folder's lock throughout (`lock_path`): a second writer gets a `RunError`;
+    `on_log` hears of a lock taken over from a killed run. On a CPU, sets torch's threads for the run (`cfg.threads`,
+    or the CPUs idle now, said). POSIX only, as the atomic renames of run folders are."""
     if not str(output_dir).strip():
         raise ValueError("the output folder is an empty name; give a folder (--output-dir DIR)")
     run_dir = Path(output_dir)
+    # the folder itself may be a run: the one resumed, or one that `check_new_run` refuses as not empty
+    check_outside_runs(run_dir, "the resumed run" if resume else "a new run", own_run=True, below=resume)
     created_group = init_distributed()
     fd, error = None, None
     try:
@@ -201,14 +258,19 @@ def open_run(
         if error:
             raise error
         if resume:
+            if fd is not None:
+                clear_leftovers(run_dir)  # a checkpoint cut short by a kill could hold the space the run needs
             model_config, cfg, tokenizer = resumed_config(run_dir, cfg, kind)
             _check_length(run_dir, cfg)
-            yield RunSession(run_dir, True, model_config, _set_threads(cfg, True, on_log), tokenizer, on_log)
+            data = _check_data(run_dir, cfg, data_dir)
+            cfg = _set_threads(cfg, load_run(run_dir)[1].threads, on_log)
+            yield RunSession(run_dir, True, model_config, cfg, tokenizer, on_log, data_dir, data)
         else:
             if cfg is None:
                 raise ValueError(f"a new run needs its settings (a {kind.__name__})")
             check_new_run(run_dir)
-            yield RunSession(run_dir, False, cfg=_set_threads(absolute_references(cfg), False, on_log), on_log=on_log)
+            cfg = _set_threads(absolute_references(cfg), None, on_log)
+            yield RunSession(run_dir, False, cfg=cfg, on_log=on_log, data_dir=data_dir)
     finally:
         if fd is not None:
             _unlock(run_dir, fd)

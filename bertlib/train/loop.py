@@ -2,14 +2,16 @@
 around it. `fit` reads as a few named steps: `start` (the model on its device, DDP under `torchrun`, AdamW, one
 loader per phase, the schedule, and a resumed run's state), `train_step` (one optimiser step, reseeded and
 resumable), `log_window` (the mean losses, learning rate, gradient norm and tokens/s of the last steps, read back
-from the device only then), `save` (a checksummed, atomic checkpoint and the loss curve), `paused` (validation and
-saving left out of the training time), and hooks that may end training at any step. Ctrl-C or SIGTERM writes a
-checkpoint and stops; a non-finite loss or gradient stops without saving (or is skipped, `on_nan="skip"`).
+from the device only then), `watch_pace` (on a CPU, say once when the run slowed because other work took its CPUs),
+`save` (a checksummed, atomic checkpoint and the loss curve), `paused` (validation and saving left out of the training
+time and of the progress bar's rate), and hooks that may end training at any step. Ctrl-C or SIGTERM writes a
+checkpoint and stops; a non-finite loss or gradient stops without saving (or is skipped, `on_nan="skip"`); a full disk
+stops with one line that names it.
 
 Written by hand; notebook 07 presents it (its section on the run machinery).
 """
 
-__all__ = ["Hook", "Loop", "reseed", "start", "train_step", "log_window", "save", "paused", "fit"]
+__all__ = ["Hook", "Pace", "Loop", "reseed", "start", "train_step", "log_window", "watch_pace", "save", "paused", "fit"]
 
 import json
 import math
@@ -31,10 +33,20 @@ from tqdm.auto import tqdm
 
 from ..data.batching import DataPosition, Phase, make_loader, micro_batches, phase_ends
 from ..utils.devices import resolve_device
+from ..utils.environment import CpuShare
 from ..utils.processes import TrainingInterrupted, stop_signals, world
 from ..viz.attention import plot_metrics, save_figure
-from .checkpoints import checkpoints, load_checkpoint, save_checkpoint
-from .runs import NonFiniteLoss, RunError, read_metrics, write_metrics
+from .checkpoints import checkpoints, load_checkpoint, newest_incomplete, save_checkpoint
+from .runs import (
+    RECIPES,
+    NonFiniteLoss,
+    RunError,
+    disk_full,
+    full_disk_error,
+    read_metrics,
+    resume_command,
+    write_metrics,
+)
 from .settings import TrainConfig
 from .step import Objective, backward, configure_optimizer, lr_schedule, optimizer_step, step_totals
 
@@ -42,6 +54,22 @@ from .step import Objective, backward, configure_optimizer, lr_schedule, optimiz
 def reseed(seed: int, rank: int, step: int) -> None:
     "Seed the global generators (dropout) from the step, so a resumed run draws what an unbroken one would."
     torch.manual_seed((seed * 1_000_003 + rank) * 1_000_003 + step)  # distinct for any realistic rank and step
+
+
+PACE_SECONDS = 5.0  # the shortest stretch of training whose speed is compared: the kernel counts CPU time in ticks
+SLOWED = 0.5  # a speed under this share of the session's first ones counts as slowed
+BUSIER = 0.5  # ... when other processes keep at least this many CPUs more busy than they did then
+
+
+@dataclass
+class Pace:
+    """The speed of a CPU run over stretches of at least `PACE_SECONDS`, and the CPUs that other processes kept busy
+    meanwhile (`bertlib.utils.environment.CpuShare`): the session's first three stretches are what it started at."""
+
+    share: CpuShare
+    since: tuple[int, float] = (0, 0.0)  # tokens and training seconds when the current stretch began
+    first: list[tuple[float, float]] = field(default_factory=list)  # tokens/s and others' CPUs of the first stretches
+    said: bool = False
 
 
 @dataclass
@@ -78,6 +106,7 @@ class Loop:
     started: float = field(default_factory=time.perf_counter)
     paused: float = 0.0  # seconds of validation and saving in this session, which training time leaves out
     window_start: float = 0.0  # training seconds when the logging window began
+    pace: Pace | None = None  # on a CPU with several threads (rank 0): whether other work has slowed the run
 
     @property
     def writer(self) -> bool:
@@ -143,21 +172,32 @@ def start(
     loop.on_log, loop.world_size, loop.rank = on_log, world_size, rank
     loop.loss_sums = torch.zeros(len(objective.parts), dtype=torch.float64, device=device)
     loop.window = [0] * (len(objective.parts) + 1)  # items of each part, then tokens
-    if resume and checkpoints(loop.run_dir):
-        _resume(loop, checkpoints(loop.run_dir)[-1])
+    said = _resume(loop) if resume else []
     loop.window_start = loop.seconds_before
+    if device.type == "cpu" and rank == 0 and torch.get_num_threads() > 1:
+        loop.pace = Pace(CpuShare(), since=(loop.tokens, loop.seconds_before))
     if loop.writer:
         loop.run_dir.mkdir(parents=True, exist_ok=True)
         # a resumed run drops what came after its checkpoint
         write_metrics(loop.run_dir / "metrics.jsonl", loop.records)
         loop.metrics_file = open(loop.run_dir / "metrics.jsonl", "a", encoding="utf-8")
+    if on_log is not None and rank == 0:
+        for event in said:
+            on_log(event)
     loop.stream = micro_batches(loaders[loop.phase], loop.position)
     return loop
 
 
-def _resume(loop: Loop, checkpoint: Path) -> None:
-    "Put `loop` where `checkpoint` left the run: weights, optimiser, schedule, data position, logging window, records."
-    state = load_checkpoint(checkpoint, loop.model)
+def _resume(loop: Loop) -> list[dict]:
+    """Put `loop` where the run's newest complete checkpoint left it: weights, optimiser, schedule, data position,
+    logging window, records. Returns what to say: the checkpoint it resumes from (naming a newer one that is
+    incomplete), and a change of CPU threads, which is also recorded, since from there on the run is not bit-exact."""
+    found, incomplete = checkpoints(loop.run_dir), newest_incomplete(loop.run_dir)
+    skipped = f"; {incomplete}, so the run goes on from the checkpoint before it" if incomplete else ""
+    if not found:
+        where = loop.run_dir / "checkpoints"
+        return [{"step": 0, "event": f"no complete checkpoint in {where}: the run starts at step 0{skipped}"}]
+    state = load_checkpoint(found[-1], loop.model)
     loop.optimizer.load_state_dict(state["optimizer"])
     loop.scheduler.load_state_dict(state["scheduler"])
     loop.step, loop.position = state["step"], DataPosition(**state["data_position"])
@@ -166,9 +206,21 @@ def _resume(loop: Loop, checkpoint: Path) -> None:
     loop.loss_sums.copy_(state.get("loss_sums", loop.loss_sums))  # the logging window the checkpoint was taken in
     loop.window = list(state.get("window", loop.window))
     loop.records = [r for r in read_metrics(loop.run_dir / "metrics.jsonl") if r["step"] <= loop.step]
+    said = [{"step": loop.step, "event": f"resuming from {found[-1]}, metrics.jsonl cut back to it{skipped}"}]
     if state.get("total_steps", loop.steps) != loop.steps:  # the run was made longer (or shorter): say what that does
         change = f"the schedule now spans {loop.steps} steps instead of {state['total_steps']}"
         loop.records.append({"step": loop.step, "event": f"{change}; the learning rate follows the new one"})
+    threads, before = torch.get_num_threads(), state.get("threads")
+    if loop.device.type == "cpu" and before is not None and before != threads:
+        change = {
+            "step": loop.step,
+            "event": f"the run computes with {threads} CPU thread(s) from here on, not the {before} it computed with "
+            f"up to {found[-1].name}: a sum split over another number of threads rounds differently, so the run is "
+            f"no longer bit-exact with one that kept {before}",
+        }
+        loop.records.append(change)
+        said.append(change)
+    return said
 
 
 _WAY_OUT = "Lower the learning rate, or pass --on-nan skip"  # what every stop on a non-finite value advises
@@ -244,6 +296,43 @@ def log_window(loop: Loop, stop: bool) -> bool:
     return stop
 
 
+def watch_pace(loop: Loop) -> None:
+    """On a CPU with several threads, say once, in `metrics.jsonl` and to `on_log`, when the run trains at under
+    `SLOWED` x the speed it started this session at while other processes keep `BUSIER` CPUs more busy than they did
+    then: threads that share their cores with other work wait for each other at every step, so fewer would be faster.
+    The way out is the command that resumes the run with fewer threads."""
+    pace = loop.pace
+    if pace is None or pace.said or loop.train_seconds - pace.since[1] < PACE_SECONDS:
+        return
+    speed = (loop.tokens - pace.since[0]) / (loop.train_seconds - pace.since[1])
+    pace.since, others = (loop.tokens, loop.train_seconds), pace.share.others()
+    if others is None:
+        return
+    if len(pace.first) < 3:
+        pace.first.append((speed, others))
+        return
+    started, others_then = max(s for s, _ in pace.first), min(o for _, o in pace.first)
+    if speed >= SLOWED * started or others < others_then + BUSIER:
+        return
+    threads, cpus = torch.get_num_threads(), os.cpu_count() or 1
+    fewer = max(1, min(threads - 1, int(cpus - others + 0.5)))
+    way = (
+        "stop it (Ctrl-C saves a checkpoint) and resume it with fewer threads: "
+        + resume_command(loop.run_dir, loop.cfg, "--threads", str(fewer))
+        if loop.run_dir is not None and type(loop.cfg) in RECIPES
+        else f"train with fewer threads (--threads {fewer})"
+    )
+    pace.said = True
+    loop.record(
+        {
+            "step": loop.step,
+            "event": f"training slowed to {speed:,.0f} tokens/s from {started:,.0f} at the start of this session, "
+            f"while other processes keep {others:.1f} of the {cpus} CPUs busy ({others_then:.1f} then): its "
+            f"{threads} threads share cores with them and wait for each other at every step; {way}",
+        }
+    )
+
+
 def save(loop: Loop) -> None:
     """Write a checkpoint of the step (rank 0) and redraw the loss curve; check the weights first, so that bad
     weights are never saved, nor a good checkpoint rotated away for them (one read-back per checkpoint)."""
@@ -251,6 +340,7 @@ def save(loop: Loop) -> None:
         raise NonFiniteLoss(f"the weights are not finite at step {loop.step}; no checkpoint written. {_WAY_OUT}")
     if loop.writer:
         where = dict(step=loop.step, total_steps=loop.steps, epoch_batches=len(loop.loaders[0]), phase=loop.phase)
+        where["threads"] = torch.get_num_threads()  # a resumed run that computes with another count says so
         data = dict(data_position=asdict(loop.position), tokens=loop.tokens, seconds=loop.train_seconds)
         optim = dict(optimizer=loop.optimizer.state_dict(), scheduler=loop.scheduler.state_dict())
         state = {**where, **data, **optim, "loss_sums": loop.loss_sums.cpu(), "window": loop.window}
@@ -261,13 +351,28 @@ def save(loop: Loop) -> None:
 
 
 @contextmanager
-def paused(loop: Loop) -> Iterator[None]:
-    "Leave what runs inside (validation, saving) out of the training seconds and tokens/s."
+def paused(loop: Loop, progress: tqdm | None = None) -> Iterator[None]:
+    """Leave what runs inside (validation, saving) out of the training seconds and tokens/s, and out of `progress`'s
+    rate, so that its estimate of the time left does not jump after each validation."""
     started = time.perf_counter()
     try:
         yield
     finally:
-        loop.paused += time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        loop.paused += seconds
+        if progress is not None and not progress.disable:
+            progress.last_print_t += seconds  # the bar's rate counts the steps since it last printed over this
+
+
+@contextmanager
+def _full_disk(run_dir: Path | None) -> Iterator[None]:
+    "Turn a write under `run_dir` that a full disk stopped (metrics, the loss curve) into one line that names it."
+    try:
+        yield
+    except OSError as err:
+        if run_dir is None or not disk_full(err, run_dir):
+            raise
+        raise full_disk_error(run_dir, "free space on it, then continue the run with --resume") from err
 
 
 Hook = Callable[[Loop], bool | None]  # called after every step; True stops training there (with a checkpoint)
@@ -293,14 +398,15 @@ def fit(
     Ctrl-C or SIGTERM writes a checkpoint and raises `TrainingInterrupted`; a non-finite loss or gradient raises
     `NonFiniteLoss` without saving (`cfg.on_nan="skip"` skips the step instead)."""
     phases = [Phase(data)] if isinstance(data, Dataset) else list(data)
-    loop = start(model, phases, objective, cfg, run_dir=run_dir, resume=resume, on_log=on_log)
+    with _full_disk(None if run_dir is None else Path(run_dir)):
+        loop = start(model, phases, objective, cfg, run_dir=run_dir, resume=resume, on_log=on_log)
     quiet = not show_progress or loop.rank != 0
     progress = tqdm(total=loop.steps, initial=loop.step, unit="step", disable=quiet, dynamic_ncols=True)
     # on a CPU, the tiny gradients of a well-trained softmax would fall into the range of denormal numbers,
     # which CPUs compute many times slower; the setting is process-wide, so PyTorch's default comes back after
     flush = loop.device.type == "cpu" and torch.set_flush_denormal(True)
     try:
-        with stop_signals() as received:
+        with _full_disk(loop.run_dir), stop_signals() as received:
             model.train()
             while loop.step < loop.steps:
                 train_step(loop)
@@ -311,9 +417,10 @@ def fit(
                     last = loop.records[-1]
                     loss, speed = last.get("loss", math.nan), last.get("tokens_per_s", 0)
                     progress.set_postfix_str(f"loss {loss:.3f}, {speed:,.0f} tok/s")
+                    watch_pace(loop)
                 elif loop.world_size > 1:
                     stop = False  # processes agree to stop at a logging step only
-                with paused(loop):
+                with paused(loop, progress):
                     due = cfg.eval_every and loop.step % cfg.eval_every == 0 or loop.step == loop.steps
                     if evaluate is not None and due and loop.rank == 0:
                         timing = {"tokens": loop.tokens, "train_seconds": loop.train_seconds}

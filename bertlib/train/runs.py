@@ -3,14 +3,17 @@ crash never leaves a broken file, and read back with clear errors (`RunError`; `
 loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.train.checkpoints`'.
 
     runs/<name>/
-      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig}
+      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig, "data": {...}}
                                (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
-                               student: "recipe": "distil" and a DistilConfig)
+                               student: "recipe": "distil" and a DistilConfig; "data": what it learns from)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png           (`bertlib.viz.attention.plot_metrics`)
       checkpoints/step-0001000/   (`bertlib.train.checkpoints`)
       best/checkpoints/step-0000300/   a fine-tuning run's best validation so far
+
+A run never holds another (`check_outside_runs`): a run's writer replaces and deletes folders of its own, which
+would take a run inside with them.
 
 Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
 """
@@ -19,11 +22,18 @@ __all__ = [
     "RUN_FORMAT",
     "RECIPES",
     "RunError",
+    "RunWarning",
     "NonFiniteLoss",
     "read_metrics",
     "write_metrics",
     "is_run_folder",
+    "check_outside_runs",
+    "disk_full",
+    "full_disk_error",
+    "writing_into",
+    "resume_command",
     "write_run_config",
+    "saved_data",
     "check_new_run",
     "create_run",
     "check_vocabulary",
@@ -36,15 +46,19 @@ __all__ = [
 ]
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tokenizers import Tokenizer
 
 from ..data.tokenizer import load_tokenizer, save_tokenizer
 from ..model.config import BertConfig
+from ..utils.environment import command_line
 from ..utils.files import atomic_write, fsync_dir
 from .settings import DistilConfig, FinetuneConfig, PretrainConfig
 
@@ -56,6 +70,10 @@ RUN_FORMAT = 1
 
 class RunError(Exception):
     "A problem with a run folder that the user can fix; the message says how."
+
+
+class RunWarning(UserWarning):
+    "Something about a run that a command goes on despite, and says in one line (an incomplete newest checkpoint)."
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
@@ -91,6 +109,92 @@ def is_run_folder(path: str | os.PathLike) -> bool:
         return (path / "checkpoints").is_dir()
 
 
+def _run_below(path: Path) -> Path | None:
+    "The first bertlib run folder strictly below `path`, or None."
+    for folder, subfolders, files in os.walk(path):
+        subfolders.sort()
+        if folder != str(path) and "config.json" in files and is_run_folder(folder):
+            return Path(folder)
+    return None
+
+
+def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = False, below: bool = True) -> None:
+    """Raise a RunError unless `path` may be written by `what` (a run's writer, an export): it is not inside a bertlib
+    run folder, whose writer replaces and deletes folders of its own, and (with `below`, for a folder `what` may
+    replace) holds none below it, which `what` would replace or delete. With `own_run`, `path` itself may be a run
+    (the one that `what` resumes). Every command that writes a folder calls it, so that runs never nest."""
+    path = Path(path)
+    resolved = path.resolve()
+    outer = next((p for p in resolved.parents if is_run_folder(p)), None)
+    if outer is None and not own_run and is_run_folder(resolved):
+        outer = resolved
+    if outer is not None:
+        raise RunError(
+            f"{path} is, or is inside, the bertlib run folder {outer}, which {what} must not write into (a run "
+            f"replaces and deletes folders of its own); choose a folder outside any run"
+        )
+    inner = _run_below(resolved) if below and resolved.is_dir() else None
+    if inner is not None:
+        raise RunError(
+            f"{path} holds the bertlib run folder {inner}, which {what} could replace or delete; move that run "
+            f"out of {path} first, or choose another folder"
+        )
+
+
+def _mount_point(path: Path) -> Path:
+    path = path.resolve()
+    while not path.exists():
+        path = path.parent
+    while not os.path.ismount(path):
+        path = path.parent
+    return path
+
+
+def disk_full(err: BaseException, path: str | os.PathLike) -> bool:
+    """Whether `err`, raised while writing under `path`, came from a full disk (or quota): an OSError that says so, a
+    writer's own error that quotes it (safetensors), or one that does not (torch's zip writer) on a disk left with
+    next to no space. Ask before the partial files are removed, since their removal frees the space."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    if "No space left on device" in str(err) or "Disk quota exceeded" in str(err):
+        return True
+    try:
+        return isinstance(err, OSError | RuntimeError) and shutil.disk_usage(_mount_point(Path(path))).free < 1 << 24
+    except OSError:
+        return False
+
+
+def full_disk_error(path: str | os.PathLike, way_out: str) -> RunError:
+    "The one-line error of a write under `path` that a full disk stopped: the disk, what it has left, and `way_out`."
+    mount = _mount_point(Path(path))
+    try:
+        free = f"{shutil.disk_usage(mount).free / 2**20:,.0f} MiB free once the partial files were removed"
+    except OSError:
+        free = "its free space unknown"
+    return RunError(f"the disk mounted at {mount} is full ({free}), so {path} could not be written; {way_out}")
+
+
+@contextmanager
+def writing_into(tmp: Path, target: Path, way_out: str) -> Iterator[None]:
+    """Around the writes of a folder's files into the temporary folder `tmp`, to become `target`: on any failure `tmp`
+    is removed (so that a full disk gets its space back), and a full disk is a one-line `full_disk_error` naming
+    `target` and `way_out`."""
+    try:
+        yield
+    except BaseException as err:
+        full = disk_full(err, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if full:
+            raise full_disk_error(target, way_out) from err
+        raise
+
+
+def resume_command(run_dir: str | os.PathLike, cfg: RunConfig, *options: str) -> str:
+    "The shell command that resumes the run in `run_dir` made with `cfg`, with `options` added (quoted for a shell)."
+    task = [cfg.task] if isinstance(cfg, FinetuneConfig) else []
+    return command_line(RECIPES[type(cfg)], *task, "--output-dir", Path(run_dir), "--resume", *options)
+
+
 MAKERS = "`python -m bertlib pretrain`, `distil` or `finetune` with --output-dir DIR"  # the commands that make runs
 
 
@@ -108,26 +212,44 @@ def _read_run_config(run_dir: Path) -> dict:
         saved = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(saved, dict):
             raise TypeError(f"it holds a JSON {type(saved).__name__}, not an object")
+        if "format" not in saved and "model_type" in saved:
+            raise RunError(
+                f"{run_dir} is an HF transformers folder ({saved['model_type']}), not a bertlib run; load it with "
+                f"transformers' from_pretrained, or fine-tune it: {command_line('finetune', 'TASK', '--from', run_dir)}"
+            )
         if saved.get("format") != RUN_FORMAT:
             raise RunError(f"{path} has run format {saved.get('format')!r}; this bertlib reads format {RUN_FORMAT}")
         training = {recipe: kind for kind, recipe in RECIPES.items()}.get(saved.get("recipe"), PretrainConfig)
-        return {"model": BertConfig.from_dict(saved["model"]), "training": training.from_dict(saved["training"])}
+        return {
+            "model": BertConfig.from_dict(saved["model"]),
+            "training": training.from_dict(saved["training"]),
+            "data": saved.get("data"),
+        }
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
 
 
-def write_run_config(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig) -> None:
-    "Write a run's `config.json` (creating the folder if needed)."
+def write_run_config(
+    run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, data: dict | None = None
+) -> None:
+    "Write a run's `config.json` (creating the folder if needed), with the fingerprint of its training `data` if given."
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
+    fingerprint = {} if data is None else {"data": data}
     atomic_write(
         run_dir / "config.json",
         json.dumps(
-            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict()}, indent=2
+            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict(), **fingerprint},
+            indent=2,
         )
         + "\n",
     )
+
+
+def saved_data(run_dir: str | os.PathLike) -> dict | None:
+    "The fingerprint of the training data that a run's `config.json` records (None for a run made before it did)."
+    return _read_run_config(Path(run_dir))["data"]
 
 
 def check_new_run(run_dir: str | os.PathLike) -> None:
@@ -147,15 +269,19 @@ def check_new_run(run_dir: str | os.PathLike) -> None:
         dist.barrier()
 
 
-def create_run(run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> Path:
-    """Make a new run folder with its `config.json` and tokenizer, all at once: the files are written to a
-    temporary folder that is then renamed, so a crash leaves either no run or a whole one."""
+def create_run(
+    run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer, data: dict | None = None
+) -> Path:
+    """Make a new run folder with its `config.json` (with the fingerprint of its training `data`) and tokenizer, all at
+    once: the files are written to a temporary folder that is then renamed, so a crash leaves either no run or a whole
+    one. A full disk is a one-line `RunError`, the temporary folder removed."""
     run_dir = Path(run_dir)
     tmp = run_dir.with_name(f".tmp-{run_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
-    save_tokenizer(tokenizer, tmp)
-    write_run_config(tmp, model_config, cfg)
-    fsync_dir(tmp)
+    with writing_into(tmp, run_dir, "free space on it, or choose a folder on another disk"):
+        save_tokenizer(tokenizer, tmp)
+        write_run_config(tmp, model_config, cfg, data)
+        fsync_dir(tmp)
     os.rename(tmp, run_dir)  # replaces an empty folder the user made beforehand, never a full one
     fsync_dir(run_dir.parent)
     return run_dir
@@ -178,7 +304,10 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokeniz
     try:
         tokenizer = load_tokenizer(run_dir)
     except Exception as err:  # the tokenizers library raises its own exception types
-        raise RunError(f"{run_dir / 'tokenizer.json'} cannot be loaded ({err}); restore it from a backup") from err
+        reason = err.__cause__ or err  # the library's own words, without advice meant for a tokenizer of one's own
+        raise RunError(
+            f"{run_dir / 'tokenizer.json'} cannot be loaded ({str(reason)[:160]}); restore it from a backup of the run"
+        ) from err
     check_vocabulary(tokenizer, saved["model"], str(run_dir))
     return saved["model"], saved["training"], tokenizer
 
@@ -225,7 +354,7 @@ def resumed_config(
     if not isinstance(saved_cfg, kind):
         raise RunError(
             f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
-            f"`python -m bertlib {RECIPES[type(saved_cfg)]} ... --resume`"
+            f"{resume_command(run_dir, saved_cfg)}"
         )
     saved_cfg = absolute_references(saved_cfg)
     if cfg is None:

@@ -1,5 +1,5 @@
-"""What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, and the
-machine it runs on.
+"""What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, the
+machine it runs on and how busy its CPUs are, and the command lines bertlib prints for a shell.
 
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib, and torch only to describe the machine.
 """
@@ -11,12 +11,16 @@ __all__ = [
     "quick_mode",
     "resolve_data_dir",
     "runs_dir",
+    "cpu_ticks",
     "idle_cpus",
+    "CpuShare",
     "machine",
+    "command_line",
 ]
 
 import os
 import platform
+import shlex
 import time
 from pathlib import Path
 
@@ -42,22 +46,45 @@ def runs_dir() -> Path:
     return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
 
 
-def idle_cpus(seconds: float = 0.5) -> float | None:
-    """How many CPUs sit idle over the next `seconds` (this process sleeping meanwhile), from the kernel's counters
-    (Linux's /proc/stat); None where they cannot be read."""
-
-    def counters() -> tuple[int, int]:
+def cpu_ticks() -> tuple[int, int] | None:
+    """The kernel's counters of all CPUs since boot (Linux's /proc/stat), in clock ticks: (all, idle); None where they
+    cannot be read."""
+    try:
         with open("/proc/stat", encoding="ascii") as f:  # "cpu user nice system idle iowait irq softirq steal ..."
             ticks = [int(t) for t in f.readline().split()[1:9]]
         return sum(ticks), ticks[3] + ticks[4]
-
-    try:
-        total, idle = counters()
-        time.sleep(seconds)
-        total_after, idle_after = counters()
     except (OSError, ValueError, IndexError):
         return None
-    return (os.cpu_count() or 1) * (idle_after - idle) / max(1, total_after - total)
+
+
+def idle_cpus(seconds: float = 0.5) -> float | None:
+    """How many CPUs sit idle over the next `seconds` (this process sleeping meanwhile), from the kernel's counters
+    (`cpu_ticks`); None where they cannot be read."""
+    before = cpu_ticks()
+    time.sleep(seconds)
+    after = cpu_ticks()
+    if before is None or after is None:
+        return None
+    return (os.cpu_count() or 1) * (after[1] - before[1]) / max(1, after[0] - before[0])
+
+
+class CpuShare:
+    """How many CPUs other processes keep busy, measured between calls of `others` from the kernel's counters
+    (`cpu_ticks`) less this process's own CPU time (all its threads), so that a process that computes with every CPU
+    can still tell that another one competes with it."""
+
+    def __init__(self) -> None:
+        self.last = (cpu_ticks(), time.process_time(), time.perf_counter())
+
+    def others(self) -> float | None:
+        "The CPUs that other processes kept busy since the last call (or since this was made); None without counters."
+        now = (cpu_ticks(), time.process_time(), time.perf_counter())
+        (ticks, own, wall), self.last = self.last, now
+        if ticks is None or now[0] is None or now[0][0] <= ticks[0] or now[2] <= wall:
+            return None
+        all_ticks, idle_ticks = now[0][0] - ticks[0], now[0][1] - ticks[1]
+        busy = (os.cpu_count() or 1) * (all_ticks - idle_ticks) / all_ticks
+        return max(0.0, busy - (now[1] - own) / (now[2] - wall))
 
 
 def machine() -> str:
@@ -71,3 +98,15 @@ def machine() -> str:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
     return f"{cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}"
+
+
+def command_line(*words: str | os.PathLike) -> str:
+    """A `python -m bertlib` command as a user pastes it into a shell: each word quoted where it needs it, and a path
+    (an `os.PathLike`) that starts with '-' written as './-...', so that it is not read as an option."""
+    quoted = []
+    for word in words:
+        text = os.fspath(word)
+        if isinstance(word, os.PathLike) and text.startswith("-"):
+            text = f"./{text}"
+        quoted.append(shlex.quote(text))
+    return " ".join(["python -m bertlib", *quoted])

@@ -5,21 +5,26 @@ tokenizers, configurations and results files are all written through it.
 Written by hand; notebook 00 introduces it. It imports nothing from bertlib.
 """
 
-__all__ = ["atomic_write", "fsync_dir"]
+__all__ = ["umask", "atomic_write", "fsync_dir"]
 
 import os
 import tempfile
 from pathlib import Path
 
 
+def umask() -> int:
+    "The process's file-mode creation mask, which files and folders made private (by `tempfile`) are opened up to."
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
     "Write `data` (text as UTF-8, or bytes) to `path` atomically: a temporary file, fsync, then a rename."
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
     try:
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes files private (0600); give the usual permissions
+        os.fchmod(fd, 0o666 & ~umask())  # mkstemp makes files private (0600); give the usual permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
             f.flush()
