@@ -32,7 +32,8 @@ def _stream(corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]], sep_id:
 class PackedDataset(Dataset):
     """Full-length MLM sequences: item `i` holds `input_ids` (`[CLS]`, `max_seq_len - 2` tokens of the stream,
     `[SEP]`), `token_type_ids` (all 0) and `labels`. Each epoch (`set_epoch`) starts the cuts at a new offset
-    and draws new masks (RoBERTa's dynamic masking); `static=True` keeps epoch 0's cuts and masks for good."""
+    and draws new masks (RoBERTa's dynamic masking); `static=True` keeps epoch 0's cuts and masks for good. A corpus
+    shorter than a sequence or two holds none in some epochs: `fewest_items` says."""
 
     def __init__(
         self,
@@ -59,8 +60,6 @@ class PackedDataset(Dataset):
         self.max_seq_len, self.width = max_seq_len, max_seq_len - 2
         self.seed, self.mlm_probability, self.static = seed, mlm_probability, static
         self.stream = torch.from_numpy(_stream(corpus, self.sep_id))
-        if len(self.stream) < self.width:
-            raise ValueError(f"the corpus has {len(self.stream)} tokens, fewer than one sequence of {self.width}")
         self.epoch, self.offset = 0, 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -71,6 +70,10 @@ class PackedDataset(Dataset):
 
     def __len__(self) -> int:
         return (len(self.stream) - self.offset) // self.width
+
+    def fewest_items(self) -> int:
+        "The items of the epoch whose cuts start latest: no epoch holds fewer (0: some epoch holds no sequence)."
+        return (len(self.stream) - (0 if self.static else self.width - 1)) // self.width
 
     def lengths(self) -> list[int]:
         return [self.max_seq_len] * len(self)
