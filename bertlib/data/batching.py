@@ -169,13 +169,21 @@ class DataPosition:
 
 
 def micro_batches(loader: DataLoader, position: DataPosition) -> Iterator[dict[str, torch.Tensor]]:
-    "Batches from `position` on, epoch after epoch, advancing `position` as each one is handed out."
+    """Batches from `position` on, epoch after epoch, advancing `position` as each one is handed out. An epoch that
+    holds no batch at all is a ValueError: the epochs after it would be searched for one for ever."""
     while True:
         set_epoch(loader, position.epoch)
         loader.sampler.skip = position.batches * loader.batch_size
+        resumed_at, handed_out = position.batches, 0
         for batch in loader:
             position.batches += 1
+            handed_out += 1
             yield batch
+        if resumed_at == 0 and handed_out == 0:  # a resumed epoch may have been used up already: the next one is due
+            raise ValueError(
+                f"epoch {position.epoch} of the training data holds no batch ({len(loader.dataset)} items), so no "
+                f"step can be taken; give data with enough text for one sequence"
+            )
         position.epoch, position.batches = position.epoch + 1, 0
 
 

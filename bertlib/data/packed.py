@@ -23,14 +23,14 @@ from .pretraining import MaskedItems
 
 
 def _stream(corpus: TokenizedCorpus | Sequence[Sequence[Sequence[int]]], sep_id: int, width: int) -> torch.Tensor:
-    "Every token of the corpus in order, with `[SEP]` after each document; at least one row of `width` of them."
+    "Every token of the corpus in order, with `[SEP]` after each document, to be cut in rows of `width` tokens."
+    if width < 1:
+        raise ValueError(f"max_seq_len={width + 2} leaves no room for tokens between [CLS] and [SEP]")
     if isinstance(corpus, TokenizedCorpus):
         ends = corpus.sentence_offsets[corpus.document_offsets[1:]]  # where each document's tokens end
         stream = np.insert(corpus.ids.astype(np.int64), ends, sep_id)
     else:
         stream = np.array([t for d in corpus for t in [*(t for s in d for t in s), sep_id]], dtype=np.int64)
-    if len(stream) < width:
-        raise ValueError(f"the corpus has {len(stream)} tokens, fewer than one sequence of {width}")
     return torch.from_numpy(stream)
 
 # %% ../../notebooks/11_variants.ipynb #v_packed2
@@ -49,11 +49,9 @@ class PackedDataset(MaskedItems):
         whole_word_mask: bool = False,
         static: bool = False,
     ):
-        if max_seq_len < 3:
-            raise ValueError(f"max_seq_len={max_seq_len} leaves no room for tokens between [CLS] and [SEP]")
         super().__init__(tokenizer, seed, mlm_probability, whole_word_mask)
         self.max_seq_len, self.width, self.static, self.offset = max_seq_len, max_seq_len - 2, static, 0
-        self.stream = _stream(corpus, self.sep_id, self.width)
+        self.stream, self.ends = _stream(corpus, self.sep_id, self.width), torch.tensor([self.cls_id, self.sep_id])
 
     def set_epoch(self, epoch: int) -> None:
         "Cut the stream at epoch `epoch`'s offset (and, through the seeds, draw its masks)."
@@ -64,12 +62,12 @@ class PackedDataset(MaskedItems):
     def __len__(self) -> int:
         return (len(self.stream) - self.offset) // self.width
 
-    def lengths(self) -> list[int]:
-        return [self.max_seq_len] * len(self)
+    def fewest_items(self) -> int:
+        "The items of the epoch whose cuts start latest, the fewest of any epoch (0 for a corpus too short)."
+        return (len(self.stream) - (0 if self.static else self.width - 1)) // self.width
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         start = self.offset + index * self.width
-        ends = torch.tensor([self.cls_id]), torch.tensor([self.sep_id])
-        input_ids = torch.cat([ends[0], self.stream[start : start + self.width], ends[1]])
+        input_ids = torch.cat([self.ends[:1], self.stream[start : start + self.width], self.ends[1:]])
         masked, labels = self.mask(input_ids, (input_ids == self.cls_id) | (input_ids == self.sep_id), index)
         return {"input_ids": masked, "token_type_ids": torch.zeros_like(masked), "labels": labels}

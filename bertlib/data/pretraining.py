@@ -127,6 +127,10 @@ class MaskedItems(Dataset):
         self.continuation = continuation_table(tokenizer) if whole_word_mask else None
         self.seed, self.mlm_probability, self.epoch = seed, mlm_probability, 0
 
+    def lengths(self) -> list[int]:
+        "Each item's length: `max_seq_len` for every one, unless a dataset says otherwise."
+        return [self.max_seq_len] * len(self)
+
     def mask(self, input_ids: torch.Tensor, special: torch.Tensor, index: int) -> tuple[torch.Tensor, torch.Tensor]:
         "`mask_tokens` of item `index`'s ids at the current epoch: the same masks whoever asks."
         generator = torch.Generator().manual_seed(child_seed(self.seed, self.epoch, index))

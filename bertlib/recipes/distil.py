@@ -107,8 +107,8 @@ def distil(
                 f"restore it or start a new run"
             )
         tokenizer = run.tokenizer or tokenizer
+        data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)  # checked before the run is recorded
         run.record(student.config, cfg, tokenizer)
-        data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         if on_log is not None and not resume:
             picked = teacher_layers(teacher.config.num_hidden_layers, student.config.num_hidden_layers)
             on_log({"step": 0, "event": f"a student of {len(picked)} layers, from the teacher's layers {picked}"})

@@ -5,7 +5,7 @@ sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on pac
 Written by hand; notebook 07 uses it.
 """
 
-__all__ = ["check_settings", "pretraining_data", "reached", "pretrain"]
+__all__ = ["check_settings", "pretraining_data", "wikitext_tokenizer", "reached", "pretrain"]
 
 import os
 import time
@@ -17,7 +17,7 @@ from tokenizers import Tokenizer
 from torch.utils.data import DataLoader
 
 from ..data.batching import Phase
-from ..data.corpus import wikitext_corpus
+from ..data.corpus import read_wikitext, wikitext_corpus, wikitext_source
 from ..data.packed import PackedDataset
 from ..data.pretraining import PretrainingDataset
 from ..data.tokenizer import train_wikitext_tokenizer
@@ -62,19 +62,33 @@ def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
             )
 
 
+def _holds_items(dataset: PretrainingDataset | PackedDataset, split: str, cfg: PretrainDataConfig, data_dir) -> None:
+    "Refuse a split that makes no sequence in some epoch: a run on it would never take a step, or validate nothing."
+    fewest = dataset.fewest_items() if isinstance(dataset, PackedDataset) else len(dataset)
+    if fewest == 0:
+        raise ValueError(
+            f"{wikitext_source(split, cfg.data_config, data_dir)}: the {split} split has too little text to make "
+            f"sequences of {dataset.max_seq_len} tokens in every epoch; give it more text"
+        )
+
+
 def pretraining_data(
     cfg: PretrainDataConfig, tokenizer: Tokenizer, data_dir: str | None = None
 ) -> tuple[PretrainingDataset | PackedDataset | list[Phase], DataLoader]:
     """The training data of a run on WikiText-2's train split, and its validation batches (at `max_seq_len`): sentence
     pairs for BERT's objective, packed sequences for the MLM-only ones (RoBERTa's, ELECTRA's, distillation's); with
-    `long_seq_len`, two `Phase`s, the last `long_share` of the steps on the longer sequences."""
+    `long_seq_len`, two `Phase`s, the last `long_share` of the steps on the longer sequences. A split without text,
+    or too little of it for one sequence, is a one-line ValueError naming its file."""
     corpus = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir)
 
     def dataset(max_seq_len: int) -> PretrainingDataset | PackedDataset:
         options = dict(seed=cfg.seed, mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
         if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
-            return PretrainingDataset(corpus, tokenizer, max_seq_len, pairing=cfg.pairing, **options)
-        return PackedDataset(corpus, tokenizer, max_seq_len, **options)
+            made = PretrainingDataset(corpus, tokenizer, max_seq_len, pairing=cfg.pairing, **options)
+        else:
+            made = PackedDataset(corpus, tokenizer, max_seq_len, **options)
+        _holds_items(made, "train", cfg, data_dir)
+        return made
 
     valid_loader = evaluation_loader(
         "validation",
@@ -84,12 +98,28 @@ def pretraining_data(
         data_config=cfg.data_config,
         data_dir=data_dir,
     )
+    _holds_items(valid_loader.dataset, "validation", cfg, data_dir)
     if cfg.long_seq_len is None:
         return dataset(cfg.max_seq_len), valid_loader
     return [
         Phase(dataset(cfg.max_seq_len), 1 - cfg.long_share),
         Phase(dataset(cfg.long_seq_len), cfg.long_share),
     ], valid_loader
+
+
+def wikitext_tokenizer(model_config: BertConfig, cfg: PretrainDataConfig, data_dir: str | None = None) -> Tokenizer:
+    """A new run's WordPiece tokenizer of `model_config.vocab_size` pieces, trained on WikiText-2's train split (read
+    checked first, so that a file without text is named rather than trained on); a split too small to fill the
+    vocabulary is a one-line ValueError that says so."""
+    read_wikitext("train", "paragraphs", cfg.data_config, data_dir)
+    tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config, data_dir=data_dir)
+    if tokenizer.get_vocab_size() < model_config.vocab_size:
+        raise ValueError(
+            f"{wikitext_source('train', cfg.data_config, data_dir)}: the train split is too small for a vocabulary "
+            f"of {model_config.vocab_size:,} pieces (a tokenizer trained on it has {tokenizer.get_vocab_size():,}); "
+            f"give a smaller --vocab-size, more text, or a tokenizer (--tokenizer)"
+        )
+    return tokenizer
 
 
 def reached(perplexity: float) -> Hook:
@@ -136,7 +166,7 @@ def pretrain(
             raise ValueError("a new run needs model_config")
         check_settings(model_config, cfg)
         if tokenizer is None:
-            tokenizer = train_wikitext_tokenizer(model_config.vocab_size, config=cfg.data_config, data_dir=data_dir)
+            tokenizer = wikitext_tokenizer(model_config, cfg, data_dir)
         check_vocabulary(tokenizer, model_config, "the tokenizer given")
         data, valid_loader = pretraining_data(cfg, tokenizer, data_dir)
         calibration = None

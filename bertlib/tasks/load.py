@@ -20,8 +20,8 @@ Prime_number to Force (1,589 questions), are 'validation'. No paragraph is in bo
 published ones.
 
 Bad data raises `TaskDataError` (a ValueError) in one line that names the file and the row: the line number for
-TSV and CoNLL files, the question id for SQuAD, the row index for the hub. A missing file raises
-`TaskFileMissing`, which is both a `TaskDataError` and a `FileNotFoundError`.
+TSV and CoNLL files, the question id for SQuAD, the row index for the hub; so does a split without examples. A
+missing file raises `TaskFileMissing`, which is both a `TaskDataError` and a `FileNotFoundError`.
 
 Written by hand (no notebook exports it). The entry point of the tasks' data: this one loads,
 `bertlib.tasks.examples` holds the examples and their checks, `bertlib.tasks.sources` reads files and the hub.
@@ -82,6 +82,7 @@ from .examples import (
     TaskInfo,
     iob2_entities,
     iob2_problem,
+    task_error,
 )
 from .sources import (
     hub_classification,
@@ -108,8 +109,14 @@ def _load(
     check_choice("split", split, task.splits)
     root = resolve_data_dir(data_dir)
     if root is not None:
-        return local(task, local_file(task, split, root), split)
-    return hub(task, split)
+        where = local_file(task, split, root)
+        examples = local(task, where, split)
+    else:
+        where = f"{task.hub_path} ({task.hub_config or 'default'}, {split})"
+        examples = hub(task, split)
+    if not examples:  # a run on it would never take a step, or validate on nothing
+        raise task_error(str(where), f"the {split} split holds no {task.name} examples; give it at least one")
+    return examples
 
 
 def load_sst2(split: str = "train", data_dir: str | os.PathLike | None = None) -> list[ClassificationExample]:
