@@ -76,7 +76,7 @@ FULL_PLANS = {
     "rte-full": dict(task="rte", settings=dict(epochs=3.0, batch_size=32)),
     "conll2003-full": dict(task="conll2003", settings=dict(epochs=4.0, batch_size=32)),
     # four validations an epoch: 67,349 sentences make 2,105 steps of 32
-    "sst2-full": dict(task="sst2", settings=dict(epochs=3.0, batch_size=32, eval_every=500)),
+    "sst2-full": dict(task="sst2", settings=dict(epochs=2.0, batch_size=32, eval_every=500)),
     "squad-full": dict(task="squad", settings=dict(epochs=2.0, batch_size=32, max_seq_len=128)),
 }
 LRS = (1e-4, 3e-4)

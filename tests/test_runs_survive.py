@@ -210,7 +210,7 @@ def test_claim_the_data_a_run_learns_from_is_checked_on_resume(tiny, task_data, 
     err = one_line_error(capsys)
     assert "36,718 rows" in err and "gives 400 rows" in err and "--data-dir" in err
     assert (run / "config.json").read_bytes() == config and (run / "metrics.jsonl").read_bytes() == metrics
-    saved = runs_module.saved_data(run)
+    saved = runs_module.read_run(run).data
     assert saved["rows"] == 36718 and saved["read_from"] == str(task_data.resolve())
     assert main([*resume, "--data-dir", str(task_data)]) == 0
 

@@ -17,8 +17,8 @@ from ..data.tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_token
 from ..data.wikitext import SPLITS, corpus_stats, load_wikitext2, wikitext_paragraphs
 from ..model.config import BertConfig
 from ..tasks.examples import TASKS
-from ..train.runs import RECIPES, load_run, resume_command
-from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig
+from ..train.runs import load_run
+from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig, objective_of
 from ..utils.environment import command_line
 from .options import given_options
 
@@ -63,18 +63,13 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"saved {path} and {path.parent / 'vocab.txt'}")
 
 
-def _settings(args: argparse.Namespace, out: Path, kind: type) -> tuple[Any, Any]:
-    """The settings of the run to make or resume, and a resumed run's saved ones (else None): the options typed over
-    the saved settings (a new length replaces the old one) or over `kind`'s defaults."""
+def _settings(args: argparse.Namespace, kind: type) -> Any:
+    """The settings of the run to make: the options typed over `kind`'s defaults; or, to resume a run, only the options
+    typed (a new length replaces the old one), which the run's recipe puts over the settings it reads from the run."""
     given = given_options(args, kind)
     if set(LENGTHS) & set(given):
         given = {**dict.fromkeys(LENGTHS), **given}
-    if not args.resume:
-        return kind.from_dict(given), None
-    saved = load_run(out)[1]
-    if type(saved) is not kind:
-        raise UsageError(f"{out} was made by `{RECIPES[type(saved)]}`; resume it with {resume_command(out, saved)}")
-    return kind.from_dict({**saved.to_dict(), **given}), saved
+    return given if args.resume else kind.from_dict(given)
 
 
 def pretrain(args: argparse.Namespace) -> None:
@@ -93,7 +88,7 @@ def pretrain(args: argparse.Namespace) -> None:
                 f"--resume continues {out} with its own model and tokenizer, so {', '.join(ignored)} "
                 f"cannot change them; leave them out, or start a new run"
             )
-        cfg = _settings(args, out, PretrainConfig)[0]
+        cfg = _settings(args, PretrainConfig)
     elif _no_choices(args):
         model_config, cfg = _default_recipe()
     else:
@@ -102,7 +97,7 @@ def pretrain(args: argparse.Namespace) -> None:
         model_config = BertConfig.from_preset(
             args.preset or "mini", **{**given_options(args, BertConfig), "vocab_size": vocab}
         )
-        cfg = _settings(args, out, PretrainConfig)[0]
+        cfg = _settings(args, PretrainConfig)
     records = run_pretraining(
         out, model_config, cfg, tokenizer=tokenizer, data_dir=args.data_dir, resume=args.resume, on_log=_print_event
     )
@@ -146,7 +141,7 @@ def distil(args: argparse.Namespace) -> None:
     out, start = _output_dir(args, "runs/student"), time.perf_counter()
     if not args.resume and not args.teacher:
         raise UsageError("say which run to distil: --teacher RUN_FOLDER (a pre-training run, e.g. models/course-mini)")
-    cfg = _settings(args, out, DistilConfig)[0]  # on --resume, --teacher may only say where a moved teacher is now
+    cfg = _settings(args, DistilConfig)  # on --resume, --teacher may only say where a moved teacher is now
     records = run_distillation(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
     _report_pretraining(out, records, start, args.data_dir)
 
@@ -163,15 +158,11 @@ def finetune(args: argparse.Namespace) -> None:
             "say which encoder to fine-tune: --from RUN_FOLDER (python -m bertlib pretrain), an HF BERT "
             "folder, or a hub id such as google/bert_uncased_L-4_H-256_A-4"
         )
-    cfg, saved = _settings(args, out, FinetuneConfig)
-    if saved and args.task != saved.task:
-        raise UsageError(
-            f"--resume continues {out}, which fine-tunes {saved.task}, not {args.task}; give its task, "
-            f"or start a new run"
-        )
+    cfg = _settings(args, FinetuneConfig)
     records = run_finetuning(out, cfg, data_dir=args.data_dir, resume=args.resume, on_log=_print_event)
     valid = _report_saved(out, records, start)
-    metric, best = SELECTION_METRIC[cfg.task], best_validation(out)
+    task = load_run(out)[1].task  # as the run holds it (a resumed run was given only the options typed)
+    metric, best = SELECTION_METRIC[task], best_validation(out)
     if best is not None:  # what best/ holds, which predict and export-hf read
         print(
             f"best validation {metric} {best['scores'][metric]:.4f} at step {best['step']} (kept in {out / 'best'})"
@@ -184,7 +175,7 @@ def finetune(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     usage = {"pair": '"TEXT" --pair "TEXT"', "span": '"PARAGRAPH" --question "QUESTION"'}.get(
-        TASKS[cfg.task].kind, '"TEXT"'
+        TASKS[task].kind, '"TEXT"'
     )
     print(f"try it: {command_line('predict', out)} {usage}")
 
@@ -200,7 +191,7 @@ def _report_pretraining(out: Path, records: list[dict], start: float, data_dir: 
     """Say where a pre-training or distillation run was saved, its last validation (a BERT's beside the unigram
     baseline, with its guesses for two sentences and whether it is on the plateau), and what to look at next."""
     valid = _report_saved(out, records, start)
-    if valid and "rtd_accuracy" not in valid[-1]:
+    if valid and objective_of(load_run(out)[1]) != "electra":
         from ..evaluation.report import run_report
 
         print("\n".join(run_report(out, valid[-1], data_dir)))

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..train.runs import RECIPES, check_outside_runs, disk_full, full_disk_error, load_run, read_metrics
-from ..train.settings import FinetuneConfig
+from ..train.settings import objective_of
 from ..utils.environment import command_line
 from .commands import UsageError
 
@@ -22,12 +22,12 @@ from .commands import UsageError
 def _pretraining_run(run: str, command: str) -> bool:
     "Refuse a fine-tuning run where a command needs the MLM head; say whether the run is ELECTRA's."
     cfg = load_run(run)[1]
-    if isinstance(cfg, FinetuneConfig):
+    if objective_of(cfg) == "finetune":
         raise UsageError(
             f"{run} is a fine-tuning run ({cfg.task}) without the MLM head that `{command}` needs; use "
             f"{command_line('predict', Path(run))} TEXT, or give a pre-training run"
         )
-    return getattr(cfg, "objective", None) == "electra"
+    return objective_of(cfg) == "electra"
 
 
 def _check_utf8(*texts: str | None) -> None:
@@ -58,7 +58,7 @@ def predict(args: argparse.Namespace) -> None:
 
     _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
-    if not isinstance(cfg, FinetuneConfig):
+    if objective_of(cfg) != "finetune":
         finetune = command_line("finetune", "TASK", "--from", Path(args.run))
         raise UsageError(f"{args.run} is a pre-training run; fine-tune it first ({finetune}), or use fill-mask")
     model, tokenizer = _load(args)
@@ -199,7 +199,7 @@ def info(args: argparse.Namespace) -> None:
         "last_train": train[-1] if train else None,
         "last_validation": valid[-1] if valid else None,
     }
-    if isinstance(cfg, FinetuneConfig):
+    if objective_of(cfg) == "finetune":
         best = best_validation(args.run)
         summary["best"] = (
             None
@@ -220,7 +220,7 @@ def info(args: argparse.Namespace) -> None:
     )
     length = f"{cfg.max_steps} steps" if cfg.max_steps else f"{cfg.epochs} epochs"
     print(f"  training    {length}, batch {cfg.batch_size}, lr {cfg.lr}, {cfg.schedule} schedule, seed {cfg.seed}")
-    if isinstance(cfg, FinetuneConfig):
+    if objective_of(cfg) == "finetune":
         best = summary["best"]
         scores = ", ".join(f"{k} {v:.4g}" for k, v in (best or {}).items() if k != "step")
         kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"

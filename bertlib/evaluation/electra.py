@@ -20,6 +20,7 @@ from ..model.electra import ElectraForPreTraining
 from ..train.checkpoints import latest_checkpoint
 from ..train.factory import model_from_checkpoint
 from ..train.runs import RunError, load_run
+from ..train.settings import objective_of
 from ..utils.devices import autocast, eval_mode, resolve_device, to_device
 from ..utils.environment import command_line
 from .scores import EVAL_SEED, evaluation_loader
@@ -82,7 +83,7 @@ def evaluate_electra_run(
 ) -> dict[str, float]:
     "The scores (`RTD_METRICS`) of an ELECTRA run's newest checkpoint on a statically masked WikiText-2 split."
     model_config, cfg, tokenizer = load_run(run_dir)
-    if getattr(cfg, "objective", None) != "electra":
+    if objective_of(cfg) != "electra":
         raise RunError(f"{run_dir} is not an ELECTRA run; score it with {command_line('evaluate', Path(run_dir))}")
     model = model_from_checkpoint(model_config, latest_checkpoint(run_dir), cfg).to(resolve_device(device))
     loader = evaluation_loader(

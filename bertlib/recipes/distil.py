@@ -26,7 +26,7 @@ from ..train.factory import load_model
 from ..train.lifecycle import open_run
 from ..train.loop import fit
 from ..train.runs import RunError, load_run
-from ..train.settings import DistilConfig, FinetuneConfig
+from ..train.settings import DistilConfig, objective_of
 from .objectives import MaskedLM, freeze_nsp
 from .pretrain import check_settings, pretraining_data
 
@@ -57,12 +57,12 @@ class Distillation(MaskedLM):
 def load_teacher(run_dir: str | os.PathLike) -> tuple[BertForPreTraining, Tokenizer]:
     "A pre-training run's model (its newest checkpoint) and tokenizer; a `RunError` for a run that cannot teach."
     cfg = load_run(run_dir)[1]
-    if isinstance(cfg, FinetuneConfig):
+    if objective_of(cfg) == "finetune":
         raise RunError(
             f"{run_dir} is a fine-tuning run ({cfg.task}); the teacher must be a pre-training run, whose "
             f"MLM head gives the soft targets"
         )
-    if getattr(cfg, "objective", None) == "electra":
+    if objective_of(cfg) == "electra":
         raise RunError(
             f"{run_dir} is an ELECTRA run, whose discriminator has no MLM head to learn from; give a BERT "
             f"pre-training run as the teacher"
@@ -84,7 +84,7 @@ def distil(
 
     A new run needs an `output_dir` that does not exist or is empty; the student gets the teacher's tokenizer.
     `resume=True` continues the run from its newest checkpoint with its saved settings (`cfg` may change only
-    `RESUMABLE_FIELDS`); the teacher must still be the model it was."""
+    `RESUMABLE_FIELDS`, or be a dict of them); the teacher must still be the model it was."""
     with open_run(output_dir, cfg, DistilConfig, resume, on_log, data_dir=data_dir) as run:
         cfg = run.cfg
         if not cfg.teacher:

@@ -274,7 +274,8 @@ def finetune(
 
     Validates after every epoch (or `eval_every` steps) and keeps the best validation's weights in
     `output_dir/best` (`bertlib.train.checkpoints.best_checkpoint`); `resume=True` continues a stopped run from its
-    newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`)."""
+    newest checkpoint, with the saved settings (`cfg` may change only `RESUMABLE_FIELDS`, or be a dict of the fields
+    to change)."""
     with open_run(output_dir, cfg, FinetuneConfig, resume, on_log, data_dir=data_dir) as run:
         cfg, weights = run.cfg, None
         if resume:

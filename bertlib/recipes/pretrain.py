@@ -27,7 +27,7 @@ from ..train.factory import build_model
 from ..train.lifecycle import open_run
 from ..train.loop import Hook, Loop
 from ..train.runs import check_vocabulary
-from ..train.settings import PretrainConfig, PretrainDataConfig
+from ..train.settings import PretrainConfig, PretrainDataConfig, objective_of
 from ..utils.devices import resolve_device
 from .objectives import train
 from .time_budget import same_on_every_process, steps_for_budget
@@ -43,7 +43,7 @@ def check_settings(model_config: BertConfig, cfg: PretrainDataConfig) -> None:
             f"{name}={longest} is longer than the model's max_position_embeddings="
             f"{model_config.max_position_embeddings}; use at most that many tokens per sequence"
         )
-    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+    if objective_of(cfg) == "electra":
         # HF ELECTRA, which an ELECTRA run exports to, is Post-LN with a layer per depth and learned positions
         unsupported = [
             option
@@ -83,7 +83,7 @@ def pretraining_data(
 
     def dataset(max_seq_len: int) -> PretrainingDataset | PackedDataset:
         options = dict(seed=cfg.seed, mlm_probability=cfg.mlm_probability, whole_word_mask=cfg.whole_word_mask)
-        if isinstance(cfg, PretrainConfig) and cfg.objective == "mlm_nsp":
+        if objective_of(cfg) == "mlm_nsp":
             made = PretrainingDataset(corpus, tokenizer, max_seq_len, pairing=cfg.pairing, **options)
         else:
             made = PackedDataset(corpus, tokenizer, max_seq_len, **options)
@@ -148,7 +148,8 @@ def pretrain(
     A new run needs `model_config` and `cfg` (the tokenizer is trained on the train split unless given) and
     an `output_dir` that does not exist or is empty; the settings are checked before anything is written.
     `resume=True` continues the run in `output_dir` from its newest checkpoint (or from the start, if it
-    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS`.
+    stopped before its first one); then `cfg`, if given, may only change the fields in `RESUMABLE_FIELDS` (or be
+    a dict of them).
 
     With `cfg.time_budget` (seconds, counted from this call) a new run times a few steps first and trains
     for as many steps as fit; the run folder records that number, so resuming it is exact."""

@@ -238,14 +238,15 @@ Read = TypeVar("Read")
 
 
 def read_newest(checkpoint: Path, read: Callable[[Path], Read]) -> tuple[Read, Path]:
-    """`read(checkpoint)` and the checkpoint read: `checkpoint`, or, if its writer rotated it away while it was being
-    read (the folder is gone, and its run has a newer one), the newest checkpoint of its run instead."""
+    """`read(checkpoint)` and the checkpoint read: `checkpoint`, or, if it could not be read and its run has a newer one
+    by then (its writer saved a new checkpoint and rotated this one away while it was being read), the newest
+    checkpoint of its run instead."""
     while True:
         try:
             return read(checkpoint), checkpoint
         except RunError:
             found = checkpoints(checkpoint.parent.parent)
-            if checkpoint.exists() or not found or checkpoint_step(found[-1]) <= checkpoint_step(checkpoint):
+            if not found or checkpoint_step(found[-1]) <= checkpoint_step(checkpoint):
                 raise
             checkpoint = found[-1]
 

@@ -22,15 +22,16 @@ from ..utils.devices import resolve_device
 from ..utils.environment import command_line
 from .checkpoints import best_checkpoint, latest_checkpoint, load_weights, read_newest
 from .runs import RunConfig, RunError, is_run_folder, load_run
-from .settings import FinetuneConfig, PretrainConfig
+from .settings import objective_of
 
 
 def model_class(cfg: RunConfig | None = None) -> type[nn.Module]:
     """The class of the model a run's settings train: `BertForPreTraining` (a distilled student too, and without
     settings), `ElectraForPreTraining` for an ELECTRA run, the head of its task for a fine-tuning run."""
-    if isinstance(cfg, PretrainConfig) and cfg.objective == "electra":
+    objective = objective_of(cfg)
+    if objective == "electra":
         return ElectraForPreTraining
-    return HEADS[TASKS[cfg.task].kind] if isinstance(cfg, FinetuneConfig) else BertForPreTraining
+    return HEADS[TASKS[cfg.task].kind] if objective == "finetune" else BertForPreTraining
 
 
 def build_model(model_config: BertConfig, cfg: RunConfig | None = None) -> nn.Module:
@@ -79,7 +80,7 @@ def run_checkpoint(run_dir: str | os.PathLike, cfg: RunConfig, newest: bool = Fa
     """The checkpoint a run is used from: the newest of a pre-training run; the best validation's of a fine-tuning
     run (`best/`), or with `newest` its newest one. A fine-tuning run without a whole `best/` is refused rather than
     quietly read from another checkpoint."""
-    if newest or not isinstance(cfg, FinetuneConfig):
+    if newest or objective_of(cfg) != "finetune":
         return latest_checkpoint(run_dir)
     best = best_checkpoint(run_dir)
     if best is None:

@@ -37,9 +37,8 @@ from .runs import (
     check_new_run,
     check_outside_runs,
     create_run,
-    load_run,
+    read_run,
     resumed_config,
-    saved_data,
     write_run_config,
 )
 from .settings import FinetuneConfig
@@ -62,6 +61,7 @@ class RunSession:
     on_log: Callable[[dict], None] | None = None
     data_dir: str | os.PathLike | None = None
     data: dict | None = None  # the fingerprint of the training data (`data_fingerprint`), once known
+    saved_cfg: RunConfig | None = None  # a resumed run's settings as it was saved
 
     def record(self, model_config: BertConfig, cfg: RunConfig, tokenizer: Tokenizer) -> None:
         """Write the run's settings (rank 0 only): a new run's folder with its `config.json` (and the fingerprint of
@@ -72,7 +72,7 @@ class RunSession:
         if self.data is None:
             self.data = data_fingerprint(cfg, self.data_dir)
         if self.resume:
-            saved = load_run(self.run_dir)[1]
+            saved = self.saved_cfg
             if (cfg.max_steps, cfg.epochs) != (saved.max_steps, saved.epochs) and self.on_log is not None:
                 self.on_log(
                     {
@@ -185,10 +185,9 @@ def data_fingerprint(cfg: RunConfig, data_dir: str | os.PathLike | None = None) 
     return {"split": name, "rows": len(rows), "sha256": digest.hexdigest(), "read_from": source}
 
 
-def _check_data(run_dir: Path, cfg: RunConfig, data_dir: str | os.PathLike | None) -> dict | None:
-    """The fingerprint of the data a resumed run would now learn from; a RunError if it is not the data the run
-    recorded (a run made before runs recorded it is not checked)."""
-    saved = saved_data(run_dir)
+def _check_data(run_dir: Path, saved: dict | None, cfg: RunConfig, data_dir: str | os.PathLike | None) -> dict | None:
+    """The fingerprint of the data a resumed run would now learn from; a RunError if it is not `saved`, the data the
+    run recorded (a run made before runs recorded it is not checked)."""
     if saved is None:
         return None
     now = data_fingerprint(cfg, data_dir)
@@ -202,9 +201,9 @@ def _check_data(run_dir: Path, cfg: RunConfig, data_dir: str | os.PathLike | Non
     return now
 
 
-def _check_length(run_dir: Path, cfg: RunConfig) -> None:
+def _check_length(run_dir: Path, cfg: RunConfig, saved: RunConfig) -> None:
     "Refuse a resumed run whose length (a new --max-steps or --epochs) ends before its newest checkpoint."
-    found, saved = checkpoints(run_dir), load_run(run_dir)[1]
+    found = checkpoints(run_dir)
     if (cfg.max_steps, cfg.epochs) in ((saved.max_steps, saved.epochs), (None, None)):  # (a time budget: refused later)
         return
     if found:
@@ -260,11 +259,12 @@ def open_run(
         if resume:
             if fd is not None:
                 clear_leftovers(run_dir)  # a checkpoint cut short by a kill could hold the space the run needs
-            model_config, cfg, tokenizer = resumed_config(run_dir, cfg, kind)
-            _check_length(run_dir, cfg)
-            data = _check_data(run_dir, cfg, data_dir)
-            cfg = _set_threads(cfg, load_run(run_dir)[1].threads, on_log)
-            yield RunSession(run_dir, True, model_config, cfg, tokenizer, on_log, data_dir, data)
+            saved = read_run(run_dir)  # the one read of the run folder a resume makes
+            model_config, cfg, tokenizer = resumed_config(run_dir, cfg, kind, saved)
+            _check_length(run_dir, cfg, saved.cfg)
+            data = _check_data(run_dir, saved.data, cfg, data_dir)
+            cfg = _set_threads(cfg, saved.cfg.threads, on_log)
+            yield RunSession(run_dir, True, model_config, cfg, tokenizer, on_log, data_dir, data, saved.cfg)
         else:
             if cfg is None:
                 raise ValueError(f"a new run needs its settings (a {kind.__name__})")

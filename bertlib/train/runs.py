@@ -33,11 +33,12 @@ __all__ = [
     "writing_into",
     "resume_command",
     "write_run_config",
-    "saved_data",
     "check_new_run",
     "create_run",
     "check_vocabulary",
     "load_run",
+    "read_run",
+    "SavedRun",
     "RESUMABLE_FIELDS",
     "MOVABLE_FIELDS",
     "absolute_references",
@@ -247,11 +248,6 @@ def write_run_config(
     )
 
 
-def saved_data(run_dir: str | os.PathLike) -> dict | None:
-    "The fingerprint of the training data that a run's `config.json` records (None for a run made before it did)."
-    return _read_run_config(Path(run_dir))["data"]
-
-
 def check_new_run(run_dir: str | os.PathLike) -> None:
     """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
     process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
@@ -297,8 +293,18 @@ def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> No
         )
 
 
-def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
-    "A run's model config, training config and tokenizer, checked against each other."
+@dataclasses.dataclass(frozen=True)
+class SavedRun:
+    "What a run folder holds, read once: its model config, its settings, its tokenizer and its data's fingerprint."
+
+    model_config: BertConfig
+    cfg: RunConfig
+    tokenizer: Tokenizer
+    data: dict | None  # `data_fingerprint`'s record (None for a run made before runs recorded it)
+
+
+def read_run(run_dir: str | os.PathLike) -> SavedRun:
+    "A run's model config, training config, tokenizer and data fingerprint, checked against each other."
     run_dir = Path(run_dir)
     saved = _read_run_config(run_dir)
     try:
@@ -309,7 +315,13 @@ def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokeniz
             f"{run_dir / 'tokenizer.json'} cannot be loaded ({str(reason)[:160]}); restore it from a backup of the run"
         ) from err
     check_vocabulary(tokenizer, saved["model"], str(run_dir))
-    return saved["model"], saved["training"], tokenizer
+    return SavedRun(saved["model"], saved["training"], tokenizer, saved["data"])
+
+
+def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
+    "A run's model config, training config and tokenizer, checked against each other (`read_run`)."
+    saved = read_run(run_dir)
+    return saved.model_config, saved.cfg, saved.tokenizer
 
 
 # settings a resumed run may change; all others define what is learned and must stay as they were
@@ -344,21 +356,29 @@ def absolute_references(cfg: RunConfig) -> RunConfig:
 
 
 def resumed_config(
-    run_dir: str | os.PathLike, cfg: RunConfig | None, kind: type
+    run_dir: str | os.PathLike, cfg: RunConfig | dict | None, kind: type, saved: SavedRun | None = None
 ) -> tuple[BertConfig, RunConfig, Tokenizer]:
-    """A run's model config, settings and tokenizer, to resume it: its saved settings, or `cfg` if that changes only
-    fields in `RESUMABLE_FIELDS` (or, once the recorded folder is gone, points a `MOVABLE_FIELDS` one anew). `kind` is
-    the settings class the resuming recipe expects. Local references come back absolute (`absolute_references`)."""
+    """A run's model config, settings and tokenizer, to resume it: its saved settings (`saved`, read if not given),
+    with `cfg` typed over them: settings that may differ only in `RESUMABLE_FIELDS` (or, once the recorded folder is
+    gone, point a `MOVABLE_FIELDS` one anew), or a dict of the fields to change. `kind` is the settings class the
+    resuming recipe expects; this is the one check that the run is that recipe's. Local references come back absolute
+    (`absolute_references`)."""
     run_dir = Path(run_dir)
-    model_config, saved_cfg, tokenizer = load_run(run_dir)
-    if not isinstance(saved_cfg, kind):
+    saved = saved or read_run(run_dir)
+    if not isinstance(saved.cfg, kind):
         raise RunError(
-            f"{run_dir} was made by another recipe ({type(saved_cfg).__name__}); resume it with "
-            f"{resume_command(run_dir, saved_cfg)}"
+            f"{run_dir} was made by `{RECIPES[type(saved.cfg)]}`; resume it with {resume_command(run_dir, saved.cfg)}"
         )
-    saved_cfg = absolute_references(saved_cfg)
+    saved_cfg = absolute_references(saved.cfg)
+    if isinstance(cfg, dict):
+        if "task" in cfg and cfg["task"] != saved_cfg.task:
+            raise RunError(
+                f"--resume continues {run_dir}, which fine-tunes {saved_cfg.task}, not {cfg['task']}; give its task, "
+                f"or start a new run"
+            )
+        cfg = kind.from_dict({**saved.cfg.to_dict(), **cfg})
     if cfg is None:
-        return model_config, saved_cfg, tokenizer
+        return saved.model_config, saved_cfg, saved.tokenizer
     cfg = absolute_references(cfg)
     changed = {
         f.name
@@ -371,7 +391,7 @@ def resumed_config(
             f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
             f"{run_dir / 'config.json'}; start a new run to change them"
         )
-    return model_config, cfg, tokenizer
+    return saved.model_config, cfg, saved.tokenizer
 
 
 def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:

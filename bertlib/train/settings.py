@@ -7,6 +7,7 @@ Written by hand; notebook 07 presents it.
 """
 
 __all__ = [
+    "objective_of",
     "SCHEDULES",
     "ON_NAN",
     "INITS",
@@ -343,3 +344,14 @@ class FinetuneConfig(TrainConfig):
                 f"FinetuneConfig.max_seq_len={length} is too short for {self.task}: it must hold the "
                 f"special tokens and a piece of each text, at least {shortest}"
             )
+
+
+def objective_of(cfg: TrainConfig | None) -> str:
+    """What a run's settings train, decided here and nowhere else: `"finetune"` for a task, `"distil"` for a student,
+    else the pre-training objective (`PretrainConfig.objective`: `"mlm_nsp"`, `"mlm"` or `"electra"`); settings of the
+    generic loop, or none, train BERT's own (`"mlm_nsp"`)."""
+    if isinstance(cfg, FinetuneConfig):
+        return "finetune"
+    if isinstance(cfg, DistilConfig):
+        return "distil"
+    return cfg.objective if isinstance(cfg, PretrainConfig) else "mlm_nsp"
