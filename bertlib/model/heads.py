@@ -60,6 +60,7 @@ class _TaskModel(nn.Module):
         token_type_ids: torch.Tensor | None,
         output_attentions: bool,
         output_hidden_states: bool,
+        output_positions: torch.Tensor | None = None,
     ) -> BertModelOutput:
         return self.bert(
             input_ids,
@@ -67,6 +68,7 @@ class _TaskModel(nn.Module):
             token_type_ids=token_type_ids,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
+            output_positions=output_positions,
         )
 
     def load_encoder(self, state_dict: Mapping[str, torch.Tensor]) -> list[str]:
@@ -118,8 +120,13 @@ class BertForSequenceClassification(_TaskModel):
         output_hidden_states: bool = False,
     ) -> TaskModelOutput:
         "Logits [batch, labels]; with `labels` [batch], the mean cross-entropy."
-        out = self._encode(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
-        if self.pooling == "cls":
+        cls = self.pooling == "cls"
+        everything = output_attentions or output_hidden_states  # else the last layer computes [CLS] alone
+        positions = input_ids.new_zeros(len(input_ids), 1) if cls and not everything else None
+        out = self._encode(
+            input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states, positions
+        )
+        if cls:
             pooled = out.pooler_output
         else:
             mask = (torch.ones_like(input_ids) if attention_mask is None else attention_mask).unsqueeze(-1)
