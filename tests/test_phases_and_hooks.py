@@ -133,7 +133,7 @@ def test_the_main_command_trains_the_course_recipe_on_a_gpu_and_the_cpu_run_othe
     )
     out = capsys.readouterr().out
     assert "recipe: no GPU, so the CPU's: mini, 4,000 steps of 8 sequences of 128 tokens" in out
-    assert "recipe: the course model's, since there is a GPU (a test GPU)" in out
+    assert "recipe: the course recipe, since there is a GPU (a test GPU)" in out
 
 
 def test_any_option_chooses_your_own_recipe(recipes_seen, monkeypatch, capsys, tmp_path):

@@ -111,7 +111,7 @@ def _no_choices(args: argparse.Namespace) -> bool:
 
 
 def _default_recipe() -> tuple[BertConfig, PretrainConfig]:
-    "What `python -m bertlib pretrain` trains when told nothing: the course model's recipe for this machine, said."
+    "What `python -m bertlib pretrain` trains when told nothing: the course recipe for this machine, said."
     import torch
 
     from ..recipes.course import course_configs
@@ -120,14 +120,14 @@ def _default_recipe() -> tuple[BertConfig, PretrainConfig]:
     model_config, cfg = course_configs(quick=False, gpu=gpu)
     if gpu:
         print(
-            f"recipe: the course model's, since there is a GPU ({torch.cuda.get_device_name(0)}): mini, "
+            f"recipe: the course recipe, since there is a GPU ({torch.cuda.get_device_name(0)}): mini, "
             f"{cfg.epochs:g} epochs of {cfg.batch_size}, {cfg.max_seq_len} tokens then {cfg.long_seq_len} for the "
             f"last {cfg.long_share:.0%} of the steps, {cfg.mlm_probability:.0%} masked; any option chooses your own"
         )
     else:
         print(
             f"recipe: no GPU, so the CPU's: mini, {cfg.max_steps:,} steps of {cfg.batch_size} sequences of "
-            f"{cfg.max_seq_len} tokens, {cfg.mlm_probability:.0%} masked (the course model's recipe needs a GPU); "
+            f"{cfg.max_seq_len} tokens, {cfg.mlm_probability:.0%} masked (the course recipe needs a GPU); "
             f"any option chooses your own"
         )
     return model_config, cfg
