@@ -1,5 +1,6 @@
-"""The course model's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise
-`mini`, trained as `models/course-mini` was on a GPU, or as the README's main command trains it on a CPU.
+"""The course recipe's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise
+`mini`, on a GPU for 100 epochs at 128 tokens and then 512 (the shipped `models/course-mini` ran the 128-token part
+only), or as the README's main command trains it on a CPU.
 
 Written by hand; notebook 07 uses it.
 """
