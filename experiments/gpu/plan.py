@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import date
+from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,10 @@ RETURN_LIMIT = 16 * 2**20  # the largest file the device tool brings back from $
 # machine's image holds (/work/.library/device/KINDS.md lists it): the rest travels as wheels.
 NOTEBOOK_RUNNER = ("nbclient", "ipykernel")
 ON_DEVICE = frozenset({"attrs", "packaging", "psutil", "pygments", "python-dateutil", "six", "typing-extensions"})
+# What bertlib needs that the image lacks (seqeval) or holds at a version requirements.txt excludes (its tokenizers
+# 0.23.2 cuts a pair one piece differently, which failed notebook 10's check cell there on 2026-11-26): they travel
+# too, at the versions installed here, without what they need (numpy and scikit-learn are in the image).
+LIBRARY_WHEELS = ("seqeval", "tokenizers")
 DEVICE_PYTHON = "3.12"  # the GPU machine's python3, for which the wheels are chosen
 SITE = Path(tempfile.gettempdir()) / "gpu-plan-site"  # where the wheels are installed on the device
 PART_MINUTES = 9.5  # each device call may run 10 minutes; the rest is margin for the call itself
@@ -79,7 +84,7 @@ class PlanError(Exception):
 def requirement_closure(roots: tuple[str, ...], provided: frozenset[str]) -> dict[str, str]:
     """The distributions `roots` need on Python `DEVICE_PYTHON` under Linux, with the versions installed here; a
     distribution in `provided` is there already, so neither it nor what it needs is listed."""
-    from importlib.metadata import PackageNotFoundError, requires, version
+    from importlib.metadata import PackageNotFoundError, requires
 
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
@@ -144,6 +149,15 @@ def stage(args: argparse.Namespace) -> None:
         download += [f"--python-version={DEVICE_PYTHON}", "--implementation=cp", "-d", str(STAGE / "wheels")]
         if subprocess.run(download + [f"{n}=={v}" for n, v in wheels.items()]).returncode != 0:
             raise PlanError("pip could not download the wheels (see above); or stage with --no-wheels and carry them")
+        for name in LIBRARY_WHEELS:
+            wheels[name] = version(name)
+            pinned = f"{name}=={wheels[name]}"
+            if (
+                subprocess.run(download + [pinned], capture_output=True).returncode != 0
+            ):  # no wheel published: build one
+                build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
+                if subprocess.run([*build, "-w", str(STAGE / "wheels"), pinned]).returncode != 0:
+                    raise PlanError(f"pip could neither download nor build a wheel of {pinned} (see above)")
         print(f"wheels: {len(wheels)}, {folder_bytes(STAGE / 'wheels') / 2**20:.1f} MiB in {STAGE / 'wheels'}")
     total = tree_bytes() + folder_bytes(STAGE)
     print(f"travels: {total / 2**20:.1f} MiB of the device tool's {CARRY_LIMIT / 2**20:.0f} (tree and {STAGE.name}/)")
@@ -236,14 +250,17 @@ class Part:
         return env
 
     def _install_notebook_runner(self) -> bool:
-        "Install the staged wheels where nbclient is missing (the GPU machine); True if they are to be used."
+        """Install the staged wheels (on the GPU machine: the notebook runner and `LIBRARY_WHEELS`); True if they are to
+        be used. A dry run uses what is installed here."""
         import importlib.util
 
-        if importlib.util.find_spec("nbclient") and importlib.util.find_spec("ipykernel"):
-            return False
         wheels = sorted((STAGE / "wheels").glob("*.whl"))
+        if self.dry or (not wheels and all(map(importlib.util.find_spec, ("nbclient", "ipykernel", "seqeval")))):
+            return False
         if not wheels:
-            raise PlanError(f"nbclient is missing and {STAGE.name}/wheels holds no wheels: stage them and carry them")
+            raise PlanError(
+                f"nbclient or seqeval is missing and {STAGE.name}/wheels holds no wheels: stage and carry them"
+            )
         install = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile"]
         install += ["--no-cache-dir", "--upgrade", "--target", str(SITE), *map(str, wheels)]
         if subprocess.run(install).returncode != 0:
