@@ -292,10 +292,23 @@ def full_table(summaries: list[dict]) -> list[str]:
         lines.append(
             f"| {TITLES[task]}{' (EM)' if task == 'squad' else ''} (`{s['plan']}`) | {' | '.join(cells)} | {gain} | "
             f"{lrs} | {examples(settings)} | {settings['epochs']:g} | {settings['batch_size']} | "
-            f"{settings['max_seq_len']} | {runs[0]['train'][-1]['step']:,} | "
-            f"{statistics.mean(r['minutes'] for r in runs):.1f} |"
+            f"{settings['max_seq_len']} | {runs[0]['train'][-1]['step']:,} | {minutes_by_machine(runs)} |"
         )
     return lines
+
+
+def machine_kind(result: dict) -> str:
+    "A short name for the machine that made `result`: its GPU, else its CPU (from `bertlib.utils.environment.machine`)."
+    parts = (result.get("machine") or "unrecorded").split("; ")
+    gpu = next((p for p in parts if p.startswith("NVIDIA")), None)
+    return gpu.removeprefix("NVIDIA ") if gpu else parts[0]
+
+
+def minutes_by_machine(runs: list[dict]) -> str:
+    "The mean minutes of `runs`, one figure per machine, since a GPU run and a CPU run of the same plan differ 20-fold."
+    kinds = sorted({machine_kind(r) for r in runs})
+    means = {k: statistics.mean(r["minutes"] for r in runs if machine_kind(r) == k) for k in kinds}
+    return ", ".join(f"{m:.1f}" + (f" ({k})" if len(kinds) > 1 else "") for k, m in means.items())
 
 
 def published_table(summaries: list[dict], published: list[dict]) -> list[str]:
@@ -412,10 +425,9 @@ def slice_table(results: list[dict]) -> list[str]:
 
 def machines(results: list[dict]) -> str:
     "The machines and threads that made `results`, as they recorded them."
-    return "; ".join(
-        sorted(
-            {f"{r.get('machine') or 'a machine it did not record'}, {r.get('threads', '?')} thread(s)" for r in results}
-        )
+    made = {(r.get("machine") or "a machine it did not record", r.get("threads")) for r in results}
+    return " and ".join(
+        sorted(f"{m} ({'threads unrecorded' if n is None else f'{n} thread' + 's' * (n != 1)})" for m, n in made)
     )
 
 
@@ -437,7 +449,9 @@ def block(summaries: list[dict], published: list[dict], where: str, figure: str,
         f"{' and '.join(f'{lr:g}' for lr in LRS)} with seed 0, and its other seeds ran at it ({rates}). *gain* is "
         "pre-trained minus random, in points. Validation: the task's own (GLUE's and CoNLL's dev files); offline, "
         f"SQuAD has only its dev file, whose last {SQUAD_OFFLINE_EVAL_ARTICLES} articles validate and the others "
-        f"train. Machine: {machines(runs)}, beside other jobs (so the minutes are upper bounds).",
+        f"train. Machines: {machines(runs)}; each run's machine is in its result file. The runs shared their machine "
+        f"with other jobs{', several at a time on one GPU' if any('NVIDIA' in r['machine'] for r in runs) else ''}, "
+        "so the minutes are upper bounds.",
         "",
         *full_table(summaries),
         "",

@@ -100,8 +100,10 @@ def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what
     ]
     results = tmp_path / "study" / "results"
     results.mkdir(parents=True)
+    gpu = dict(machine="Test CPU, 16 cores; NVIDIA Test GPU; torch 2.0", threads=3, minutes=0.5)
     for run in runs:
-        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(finetune_result(*run)))
+        result = finetune_result(*run) | (gpu if run[:2] == ("sst2-full", "pretrained") and run[2] > 0 else {})
+        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(result))
     readme = tmp_path / "README.md"
     readme.write_text((ROOT / "README.md").read_text(encoding="utf-8"), encoding="utf-8")
     finetune_study.report(tmp_path / "study", readme)
@@ -114,7 +116,13 @@ def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what
     assert "Not judged yet, for want of results from both starts: CoNLL-2003 entity F1, SQuAD v1.1 F1." in block
     assert "`conll2003-full`: no results yet" in block
     assert "`squad-full`: pre-trained seed 0 at lr 0.0003, pre-trained seed 1, pre-trained seed 2, random init" in block
-    assert "Machine: Test CPU, 2 cores, 1 thread(s)" in block
+    # two of SST-2's runs were made on a GPU: the minutes are given per machine, and both machines are named
+    assert "| 3 | 32 | 128 | 20 | 2.0 (Test CPU, 2 cores), 0.5 (Test GPU) |" in block
+    assert "| 3 | 32 | 128 | 20 | 2.0 |" in block  # RTE's, all on one machine
+    assert (
+        "Machines: Test CPU, 16 cores; NVIDIA Test GPU; torch 2.0 (3 threads) and Test CPU, 2 cores (1 thread);"
+        in block
+    )
     # the published small models beside ours, each marked test or dev, read from docs/literature_numbers.toml
     assert "| BERT-Mini | 4 layers, hidden 256 | 85.9 | 57.9 | – | – | test |" in block
     assert "| ELECTRA-Small | 12 layers, hidden 256 | 91.2 | 66.7 | – | EM 75.8 | dev |" in block
