@@ -470,11 +470,15 @@ def test_claim_info_and_help_describe_a_fine_tuning_run(finetuned, capsys):
 
 SLOW_STEP = """
 import hashlib
+import time
 from bertlib.utils.processes import stop_signals
+start = time.perf_counter()
+hashlib.pbkdf2_hmac("sha256", b"k", b"s", 100_000)
+rounds = int(100_000 * 3 / (time.perf_counter() - start))  # about 3 s on any CPU (a fixed count took 0.5 s)
 try:
     with stop_signals() as received:
         print("ready", flush=True)
-        hashlib.pbkdf2_hmac("sha256", b"k", b"s", 3_000_000)  # one long C call: Python's handlers wait for its end
+        hashlib.pbkdf2_hmac("sha256", b"k", b"s", rounds)  # one long C call: Python's handlers wait for its end
         print("asked to stop", received, flush=True)
 except KeyboardInterrupt:
     print("interrupted", flush=True)
