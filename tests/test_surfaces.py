@@ -470,8 +470,10 @@ def test_claim_info_and_help_describe_a_fine_tuning_run(finetuned, capsys):
 
 SLOW_STEP = """
 import hashlib
+import signal
 import time
 from bertlib.utils.processes import stop_signals
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal: a background job inherits SIGINT ignored
 start = time.perf_counter()
 hashlib.pbkdf2_hmac("sha256", b"k", b"s", 100_000)
 rounds = int(100_000 * 3 / (time.perf_counter() - start))  # about 3 s on any CPU (a fixed count took 0.5 s)
