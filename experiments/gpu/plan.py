@@ -152,9 +152,8 @@ def stage(args: argparse.Namespace) -> None:
         for name in LIBRARY_WHEELS:
             wheels[name] = version(name)
             pinned = f"{name}=={wheels[name]}"
-            if (
-                subprocess.run(download + [pinned], capture_output=True).returncode != 0
-            ):  # no wheel published: build one
+            published = subprocess.run(download + [pinned], capture_output=True).returncode == 0
+            if not published:  # seqeval has only a source distribution: build its wheel here
                 build = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
                 if subprocess.run([*build, "-w", str(STAGE / "wheels"), pinned]).returncode != 0:
                     raise PlanError(f"pip could neither download nor build a wheel of {pinned} (see above)")
