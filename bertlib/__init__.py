@@ -32,8 +32,9 @@ Modules:
 - `bertlib.model.variants`: bertlib.model.variants: the variants of BERT's model, built in notebook 11. Rotary position embeddings in every attention layer (RoFormer), the final LayerNorm of a Pre-LN stack, ALBERT's factorised embeddings and one layer shared across depths, and `apply_variants`, which `BertModel` calls to swap in the parts a configuration asks for. The notebook also writes RoBERTa's packed data (`bertlib.data.packed`) and ALBERT's sentence-order pairs.
 - `bertlib.recipes.course`: The course recipe's settings (notebook 07): the `tiny` preset for a few hundred steps in quick mode; otherwise `mini`, on a GPU for 100 epochs at 128 tokens and then 512 (the shipped `models/course-mini` ran the 128-token part only), or as the README's main command trains it on a CPU.
 - `bertlib.recipes.distil`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
-- `bertlib.recipes.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.train.loop.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own; and what a fine-tuned run predicts for new text.
+- `bertlib.recipes.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.train.loop.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own. What a fine-tuned run predicts for new text is `bertlib.recipes.predict`.
 - `bertlib.recipes.objectives`: The pre-training objectives for the training loop (`bertlib.train.step.Objective`): BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the loop on a model with the objective its data calls for, scored on a validation loader.
+- `bertlib.recipes.predict`: What a fine-tuned run says about new text: `predict` reads one input as the run was trained to (a classifier the start of its text or pair, a tagger a long text in windows of whole words, a reader a long paragraph in windows with a stride) and answers with the task's labels, entities or answer span.
 - `bertlib.recipes.pretrain`: The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is `pretraining_data`.
 - `bertlib.recipes.time_budget`: A time budget turned into a number of steps: a few steps and one validation are timed on a throwaway copy of the model, and the steps that fit in what is left are fixed before training starts, so the run is reproducible and resumes exactly.
 - `bertlib.tasks.examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
@@ -91,7 +92,7 @@ _PUBLIC = {
     "pretrain": "recipes.pretrain",
     "course_configs": "recipes.course",
     "finetune": "recipes.finetune",
-    "predict": "recipes.finetune",
+    "predict": "recipes.predict",
     "distil": "recipes.distil",
     "evaluate_run": "evaluation.scores",
     "fill_mask": "evaluation.scores",

@@ -18,7 +18,8 @@ from bertlib.data.tokenizer import add_bert_post_processor
 from bertlib.hf import folders as hf_folders
 from bertlib.model.bert import IGNORE_INDEX, BertForPreTraining
 from bertlib.model.heads import BertForQuestionAnswering, BertForSequenceClassification
-from bertlib.recipes.finetune import TaskObjective, finetune, predict
+from bertlib.recipes.finetune import TaskObjective, finetune
+from bertlib.recipes.predict import predict
 from bertlib.tasks.examples import CONLL_TAGS, RTE_LABELS, Answer, ClassificationExample, SquadExample, TaggedSentence
 from bertlib.tasks.features import (
     best_spans,

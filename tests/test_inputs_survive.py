@@ -21,7 +21,8 @@ import bertlib.data.corpus as corpus_module
 from bertlib.cli.main import main
 from bertlib.data.tokenizer import pre_tokenize
 from bertlib.model.bert import BertForPreTraining
-from bertlib.recipes.finetune import predict, query_len
+from bertlib.recipes.finetune import query_len
+from bertlib.recipes.predict import predict
 from bertlib.tasks.examples import CONLL_TAGS
 from bertlib.train.factory import load_model
 from bertlib.train.lifecycle import lock_path

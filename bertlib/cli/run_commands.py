@@ -54,7 +54,7 @@ def _print_json(value: Any) -> None:
 
 def predict(args: argparse.Namespace) -> None:
     "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
-    from ..recipes.finetune import predict as run_predict
+    from ..recipes.predict import predict as run_predict
 
     _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
