@@ -154,6 +154,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                             'bertlib/evaluation/scores.py'),
                                            'bertlib.evaluation.scores.fill_mask': ( 'evaluation.html#fill_mask',
                                                                                     'bertlib/evaluation/scores.py'),
+                                           'bertlib.evaluation.scores.run_evaluation_loader': ( 'evaluation.html#run_evaluation_loader',
+                                                                                                'bertlib/evaluation/scores.py'),
                                            'bertlib.evaluation.scores.token_scores': ( 'evaluation.html#token_scores',
                                                                                        'bertlib/evaluation/scores.py'),
                                            'bertlib.evaluation.scores.unigram_baseline': ( 'evaluation.html#unigram_baseline',

@@ -23,7 +23,7 @@ from ..train.runs import RunError, load_run
 from ..train.settings import objective_of
 from ..utils.devices import autocast, eval_mode, resolve_device, to_device
 from ..utils.environment import command_line
-from .scores import EVAL_SEED, evaluation_loader
+from .scores import EVAL_SEED, run_evaluation_loader
 
 RTD_METRICS = ("mlm_loss", "mlm_perplexity", "mlm_accuracy", "rtd_loss", "rtd_accuracy", "replaced_share")
 
@@ -86,13 +86,5 @@ def evaluate_electra_run(
     if objective_of(cfg) != "electra":
         raise RunError(f"{run_dir} is not an ELECTRA run; score it with {command_line('evaluate', Path(run_dir))}")
     model = model_from_checkpoint(model_config, latest_checkpoint(run_dir), cfg).to(resolve_device(device))
-    loader = evaluation_loader(
-        split,
-        tokenizer,
-        batch_size=batch_size,
-        max_seq_len=cfg.max_seq_len,
-        pairing=cfg.pairing,
-        data_config=cfg.data_config,
-        data_dir=data_dir,
-    )
+    loader = run_evaluation_loader(split, tokenizer, cfg, batch_size=batch_size, data_dir=data_dir)
     return rtd_metrics(model, loader, max_batches)

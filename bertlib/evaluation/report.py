@@ -14,7 +14,7 @@ from itertools import islice
 from ..data.corpus import wikitext_corpus
 from ..train.factory import load_model
 from ..train.runs import load_run
-from .scores import evaluation_loader, fill_mask, unigram_baseline
+from .scores import fill_mask, run_evaluation_loader, unigram_baseline
 
 # The recipe study (experiments/recipe_study/README.md) calls a run out of the plateau at its first validation below
 # perplexity 300, against the unigram baseline's 802.5 on the same validation split: the GPU runs crept down to 307-344
@@ -36,14 +36,7 @@ def baseline_scores(run_dir: str | os.PathLike, data_dir: str | None = None) -> 
     """The unigram baseline (`bertlib.evaluation.scores.unigram_baseline`: train-split counts) on the validation
     batches the run validates on (the first `eval_batches` of the statically masked split)."""
     _, cfg, tokenizer = load_run(run_dir)
-    loader = evaluation_loader(
-        "validation",
-        tokenizer,
-        max_seq_len=cfg.max_seq_len,
-        pairing=cfg.pairing,
-        data_config=cfg.data_config,
-        data_dir=data_dir,
-    )
+    loader = run_evaluation_loader("validation", tokenizer, cfg, data_dir=data_dir)
     train_ids = wikitext_corpus("train", tokenizer, config=cfg.data_config, data_dir=data_dir).ids
     return unigram_baseline(train_ids, islice(loader, cfg.eval_batches), tokenizer.get_vocab_size())
 

@@ -21,7 +21,7 @@ from ..data.corpus import read_wikitext, wikitext_corpus, wikitext_source
 from ..data.packed import PackedDataset
 from ..data.pretraining import PretrainingDataset
 from ..data.tokenizer import train_wikitext_tokenizer
-from ..evaluation.scores import evaluation_loader
+from ..evaluation.scores import run_evaluation_loader
 from ..model.config import BertConfig
 from ..train.factory import build_model
 from ..train.lifecycle import open_run
@@ -90,14 +90,7 @@ def pretraining_data(
         _holds_items(made, "train", cfg, data_dir)
         return made
 
-    valid_loader = evaluation_loader(
-        "validation",
-        tokenizer,
-        max_seq_len=cfg.max_seq_len,
-        pairing=cfg.pairing,
-        data_config=cfg.data_config,
-        data_dir=data_dir,
-    )
+    valid_loader = run_evaluation_loader("validation", tokenizer, cfg, data_dir=data_dir)
     _holds_items(valid_loader.dataset, "validation", cfg, data_dir)
     if cfg.long_seq_len is None:
         return dataset(cfg.max_seq_len), valid_loader
