@@ -2,8 +2,11 @@
 labelling every masked position as replaced gets wrong, the distillation temperature, and where the student's
 layers come from.
 
-`python solutions/s12_electra_distillation.py` runs them all; `BERTLIB_QUICK=1` trains for a few dozen steps, which
-shows what each change touches but not the size of its effect.
+`python solutions/s12_electra_distillation.py` runs them all. Without `BERTLIB_QUICK`, each of its eight training
+runs takes 600 steps of 16 sequences of 64 tokens: a distillation step computes the teacher's and the student's
+predictions over the whole vocabulary at every position, so longer runs take hours on a CPU (the saved output in
+`solutions/outputs/` says how long these took). `BERTLIB_QUICK=1` trains for ten steps, which shows what each change
+touches but not the size of its effect.
 """
 
 import math
@@ -26,7 +29,8 @@ from common import (
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
 
-STEPS, BATCH, LENGTH = (10, 4, 64) if QUICK else (1500, 16, 128)
+STEPS, BATCH = (10, 4) if QUICK else (600, 16)
+LENGTH = 64  # tokens a sequence, for every run
 
 
 def electra_loss(model: ElectraForPreTraining, batch: dict) -> torch.Tensor:
@@ -43,8 +47,8 @@ def exercise_1() -> None:
     for rate in (0.15, 0.30):
         torch.manual_seed(0)
         model = ElectraForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
-        train(model, packed_batches(docs, BATCH, 64, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
-        scores = rtd_metrics(model, static_packed(valid, 32, 64, 4, mlm_probability=rate))
+        train(model, packed_batches(docs, BATCH, LENGTH, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
+        scores = rtd_metrics(model, static_packed(valid, 32, LENGTH, 4, mlm_probability=rate))
         found[rate] = scores["replaced_share"], scores["rtd_accuracy"]
         print(
             f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
