@@ -110,9 +110,15 @@ def __getattr__(name: str) -> Any:  # PEP 562: `from common import set_epoch` en
     return internal(name)
 
 
+@cache
+def _scratch() -> tempfile.TemporaryDirectory:
+    "A temporary folder for this process's runs, removed when it exits: a full-mode module writes gigabytes."
+    return tempfile.TemporaryDirectory(prefix="bertlib-solutions-")
+
+
 def output_dir(name: str) -> Path:
-    "A fresh folder for `name` under `$BERTLIB_SOLUTIONS_DIR` (or a temporary folder)."
-    root = os.environ.get(OUTPUT_ENV) or tempfile.mkdtemp(prefix="bertlib-solutions-")
+    "A fresh folder for `name` under `$BERTLIB_SOLUTIONS_DIR`, or under a temporary folder removed at exit."
+    root = os.environ.get(OUTPUT_ENV) or _scratch().name
     folder = Path(root) / name
     if folder.exists():
         raise FileExistsError(f"{folder} exists; point {OUTPUT_ENV} at an empty folder")

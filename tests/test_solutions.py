@@ -59,6 +59,17 @@ def test_every_exercise_names_a_solution_that_exists(notebook):
     )
 
 
+@pytest.mark.parametrize("module", SOLUTIONS, ids=lambda p: p.stem)
+def test_every_solution_has_a_saved_full_mode_run_that_ended_well(module):
+    "What a learner reads beside a solution: its output from `run_all.py` in full mode, whole, under its header."
+    saved = ROOT / "solutions" / "outputs" / f"{module.stem}.txt"
+    assert saved.is_file(), f"no saved output: run python solutions/run_all.py {module.stem[:3]}"
+    header, _, printed = saved.read_text(encoding="utf-8").partition("\n\n")
+    assert header.startswith(f"# module: solutions/{module.name}, full mode\n# machine: ")
+    assert "\n# status: ok" in header and "quick mode True" not in printed
+    assert printed.startswith(f"{module.name}: exercises "), "the run's own first line"
+
+
 def test_solutions_reach_bertlib_internals_only_through_the_table_of_common():
     "A module that the library moves then breaks in one place, `INTERNALS`, which this test resolves name by name."
     direct = [
@@ -104,6 +115,21 @@ def _run(args: list[str], tmp_path: Path, **options) -> subprocess.CompletedProc
         text=True,
         timeout=1200,
     )
+
+
+def test_runs_without_an_output_folder_go_to_a_temporary_one_removed_at_exit(tmp_path):
+    "A full-mode module trains dozens of runs: with no BERTLIB_SOLUTIONS_DIR, none of their gigabytes stay behind."
+    env = {k: v for k, v in _environment(tmp_path).items() if k != "BERTLIB_SOLUTIONS_DIR"}
+    env["TMPDIR"] = str(tmp_path / "tmp")
+    (tmp_path / "tmp").mkdir()
+    code = "from common import output_dir; a, b = output_dir('a'), output_dir('b'); print(a.parent == b.parent, a)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT / "solutions", env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    same, folder = done.stdout.split()
+    assert same == "True" and Path(folder).is_relative_to(tmp_path / "tmp")
+    assert not any((tmp_path / "tmp").iterdir()), "the temporary folder outlived the process"
 
 
 @pytest.mark.slow
