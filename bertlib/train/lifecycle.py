@@ -14,6 +14,7 @@ __all__ = ["RunSession", "lock_path", "data_fingerprint", "open_run"]
 import fcntl
 import hashlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -92,6 +93,17 @@ def lock_path(run_dir: str | os.PathLike) -> Path:
     return run_dir.with_name(f".{run_dir.name}.lock")
 
 
+def _holder(fd: int) -> str:
+    """The process id in a lock file that another process holds. It writes its id just after it locks, so an empty
+    file is read again for up to a second before the id is given as '?'."""
+    for _ in range(100):
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        if holder:
+            return holder
+        time.sleep(0.01)
+    return "?"
+
+
 def _lock(run_dir: Path, on_log: Callable[[dict], None] | None) -> int:
     """Take the run folder's lock (an advisory `flock`, which the system drops when its process ends, however it
     ends) and write this process's id into it; return its file descriptor. A lock file that still names a process
@@ -104,7 +116,7 @@ def _lock(run_dir: Path, on_log: Callable[[dict], None] | None) -> int:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                holder = _holder(fd)
                 os.close(fd)
                 raise RunError(
                     f"{run_dir} is being written by another process (pid {holder}); wait for it to end, "
