@@ -252,3 +252,12 @@ def test_each_concept_diagram_is_a_figure_output_of_its_notebook(notebook, name)
     assert any("image/png" in o.get("data", {}) for c in drawing for o in c["outputs"]), f"{name} has no saved figure"
     png = getattr(diagrams, name)()._repr_png_()
     assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_the_padding_diagram_names_the_finite_bias_that_the_model_adds_not_minus_infinity():
+    from bertlib.model.attention import attention_bias
+
+    bias = attention_bias(torch.tensor([[1, 1, 0]]), torch.float32)
+    assert torch.isfinite(bias).all() and bias.min() == torch.finfo(torch.float32).min  # what notebook 03 builds
+    labels = " ".join(text.get_text() for text in diagrams.masked_attention().figure.axes[0].texts)
+    assert "-inf" not in labels and "most negative finite float" in labels

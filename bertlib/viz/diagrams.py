@@ -110,7 +110,8 @@ def masked_attention(
     tokens: Sequence[str] = ("[CLS]", "the", "cat", "sat", "[SEP]", "[PAD]", "[PAD]"), padding: int = 2
 ) -> Diagram:
     """One head's attention (notebook 03): each query row spreads weights that sum to 1 over the key columns; the
-    padding mask adds minus infinity to the scores of padded keys, so they get weight 0, whatever the query."""
+    padding mask adds the most negative finite float to the scores of padded keys (not minus infinity, which gives
+    NaN in a row of padding only), so they get weight 0, whatever the query."""
     n = len(tokens)
     cell = 0.42
     fig, ax = _canvas(2.6 + cell * n, 1.6 + cell * n)
@@ -131,7 +132,7 @@ def masked_attention(
                 )
             )
     ax.text(0.1, 0.3, "rows: queries; columns: keys", fontsize=7.5)
-    ax.text(0.1, 0.08, "hatched: padded keys, weight 0 (score + mask = -inf)", fontsize=7.5)
+    ax.text(0.1, 0.08, "hatched: padded keys, weight 0 (score + the most negative finite float)", fontsize=7.5)
     ax.text(0.1, top + 0.3, "query \\ key", fontsize=8, style="italic")
     return Diagram(fig)
 
