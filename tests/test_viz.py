@@ -261,3 +261,45 @@ def test_the_padding_diagram_names_the_finite_bias_that_the_model_adds_not_minus
     assert torch.isfinite(bias).all() and bias.min() == torch.finfo(torch.float32).min  # what notebook 03 builds
     labels = " ".join(text.get_text() for text in diagrams.masked_attention().figure.axes[0].texts)
     assert "-inf" not in labels and "most negative finite float" in labels
+
+
+def _drawn_pieces(artist) -> list:
+    "The display boxes of the pieces a line or line collection draws: each segment, or each marker (error bar caps)."
+    from matplotlib.lines import Line2D
+    from matplotlib.transforms import Bbox
+
+    if isinstance(artist, Line2D):
+        points = artist.get_transform().transform(artist.get_xydata())
+        if artist.get_linestyle() in ("None", ""):
+            r = artist.get_markersize() * artist.figure.dpi / 72 / 2
+            return [Bbox.from_extents(x - r, y - 1, x + r, y + 1) for x, y in points]
+        return [Bbox(pair) for pair in zip(points, points[1:], strict=False)]
+    return [Bbox(artist.get_transform().transform(segment)) for segment in artist.get_segments()]
+
+
+def test_the_scores_written_on_the_bars_cross_no_reference_line_and_no_error_bar():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from bertlib.viz.tasks import score_bars
+
+    fig = score_bars(  # notebook 10's study: reference lines just above the means, and a short bar
+        ["rte", "sst2", "squad"],
+        {
+            "pretrained": [[57.8, 56.7, 53.8], [84.6, 85.0, 84.8], [27.9, 27.4, 26.9]],
+            "random": [[54.5, 52.4, 52.0]] * 3,
+        },
+        {"majority class": [52.7, 50.9, None], "published": [57.9, 85.9, None]},
+        ylabel="score (%)",
+        title="bars",
+        decimals=1,
+    )
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    means = [t for t in ax.texts if t.get_text().replace(".", "").isdigit()]
+    assert sorted(t.get_text() for t in means) == sorted(["56.1", "84.8", "27.4", "53.0", "53.0", "53.0"])
+    pieces = [box for artist in [*ax.lines, *ax.collections] for box in _drawn_pieces(artist)]
+    assert len(pieces) == 4 + 6 + 12  # four reference lines, six error bars with two caps each
+    for text in means:
+        box = text.get_window_extent(renderer)
+        assert not any(box.overlaps(piece) for piece in pieces), text.get_text()

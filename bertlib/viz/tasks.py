@@ -50,17 +50,25 @@ def score_bars(
     fig = Figure(figsize=(min(10.0, max(4.6, 0.6 * len(groups) * len(series) + 2.4)), 3.2))
     ax = fig.add_subplot()
     width = 0.8 / len(series)
+    bars = []  # (x, mean, error) of every bar
     for k, (name, scores) in enumerate(series.items()):
         xs = [i - 0.4 + width * (k + 0.5) for i in range(len(groups))]
         means = [statistics.mean(s) for s in scores]
         errors = [statistics.stdev(s) if len(s) > 1 else 0.0 for s in scores]
         ax.bar(xs, means, width * 0.9, yerr=errors, capsize=3, label=name)
-        for x, mean in zip(xs, means, strict=True):
-            ax.text(x, mean, f"{mean:.{decimals}f}", ha="center", va="bottom", fontsize=7)
+        bars += zip(xs, means, errors, strict=True)
     for (label, values), style in zip((lines or {}).items(), _LINE_STYLES, strict=False):
         drawn = [(i, v) for i, v in enumerate(values) if v is not None]
         for j, (i, value) in enumerate(drawn):
             ax.plot([i - 0.45, i + 0.45], [value, value], ls=style, color="black", label=None if j else label)
+    # the means go at the foot of their bars: reference lines and error bars run near the tops, where a number
+    # written above a bar would cross them; a bar too short to hold its number has it above its error bar
+    bottom, top = ax.get_ylim()
+    room = 0.12 * (top - bottom)
+    for x, mean, error in bars:
+        inside = mean - max(bottom, 0.0) > room
+        y, colour = (max(bottom, 0.0) + room / 6, "white") if inside else (mean + error, "black")
+        ax.text(x, y, f"{mean:.{decimals}f}", ha="center", va="bottom", fontsize=7, color=colour)
     ax.set(xticks=range(len(groups)), ylabel=ylabel)
     ax.set_xticklabels(groups, fontsize=8)
     ax.set_title(title, fontsize=9)
