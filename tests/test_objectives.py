@@ -131,9 +131,9 @@ def test_sop_pairs_come_from_one_document_and_half_are_swapped(corpus):
     assert all(e.doc_a == e.doc_b for e in examples)  # never a random B: order, not topic, tells them apart
     for e in examples:
         in_order = e.span_a[1] <= e.span_b[0]
-        assert e.next_sentence_label == (0 if in_order else 1) and e.swapped == (not in_order)
+        assert e.next_sentence_label == (0 if in_order else 1)
         assert e.seq_len <= 128
-    swapped = sum(e.swapped for e in examples) / len(examples)
+    swapped = sum(e.next_sentence_label for e in examples) / len(examples)
     assert 0.45 < swapped < 0.55, swapped
     with pytest.raises(ValueError, match="'sop'"):
         create_nsp_examples(documents, 128, random.Random(0), pairing="order")

@@ -25,7 +25,7 @@ from bertlib.train.checkpoints import checkpoints, load_checkpoint, save_checkpo
 from bertlib.train.loop import fit
 from bertlib.train.runs import RunError, read_metrics
 from bertlib.train.settings import TrainConfig
-from bertlib.train.step import configure_optimizer, lr_factor, lr_schedule, training_step
+from bertlib.train.step import configure_optimizer, lr_factor, lr_schedule, step_loss, training_step
 
 SEQ = 64
 
@@ -72,21 +72,47 @@ def test_the_notebooks_training_step_and_the_librarys_loop_give_the_same_weights
     tokenizer, corpus = small
     dataset = PretrainingDataset(corpus, tokenizer, SEQ, seed=0)
     objective = MaskedLMAndNSP()
-    cfg = TrainConfig(max_steps=5, batch_size=16, grad_accum=2, lr=2e-3, warmup_ratio=0.2, device="cpu", seed=4)
+    cfg = TrainConfig(max_steps=5, batch_size=16, lr=2e-3, warmup_ratio=0.2, device="cpu", seed=4)
     by_fit, by_hand = tiny_model(tokenizer, dropout=0.0), tiny_model(tokenizer, dropout=0.0)
     fit(by_fit, dataset, objective, cfg, show_progress=False)
     optimizer = configure_optimizer(by_hand, cfg.lr, cfg.weight_decay)
     scheduler = lr_schedule(optimizer, round(cfg.warmup_ratio * cfg.max_steps), cfg.max_steps)
-    micro = iter(make_loader(dataset, 8, objective.collate, dataset.lengths, seed=cfg.seed, batches_per_group=2))
+    batches = iter(make_loader(dataset, 16, objective.collate, dataset.lengths, seed=cfg.seed))
     flush = torch.set_flush_denormal(True)  # as fit does on a CPU
     try:
         for _ in range(cfg.max_steps):
-            training_step(by_hand, objective, [next(micro), next(micro)], optimizer, scheduler)
+            training_step(by_hand, next(batches), optimizer, scheduler)
     finally:
         torch.set_flush_denormal(not flush)
     hand, fitted = by_hand.state_dict(), by_fit.state_dict()
     assert not all(torch.equal(fitted[k], tiny_model(tokenizer).state_dict()[k]) for k in fitted)  # it trained
     assert all(torch.equal(fitted[k], hand[k]) for k in fitted)
+
+
+def test_step_loss_makes_accumulation_give_the_big_batchs_gradient(small):
+    """Notebook 07's `step_loss`: two micro-batches of 8 weighted by their share of the step's masked tokens and
+    sequences give the gradient of the batch of 16 they came from (and the mean of their means does not)."""
+    tokenizer, corpus = small
+    dataset = PretrainingDataset(corpus, tokenizer, SEQ, seed=0)
+    model = tiny_model(tokenizer, dropout=0.0)
+    big = next(iter(pretraining_dataloader(dataset, 16, seed=1)))
+    halves = [{k: v[i : i + 8] for k, v in big.items()} for i in (0, 8)]
+
+    def counts(batch):
+        return int((batch["labels"] != -100).sum()), len(batch["input_ids"])
+
+    def gradients(batches, weighted):
+        model.zero_grad()
+        totals = [sum(part) for part in zip(*map(counts, batches), strict=True)]
+        for b in batches:
+            losses = MaskedLMAndNSP().losses(model, b)
+            (step_loss(losses, counts(b), totals) if weighted else sum(losses) / len(batches)).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    whole = gradients([big], True)
+    assert counts(halves[0])[0] != counts(halves[1])[0]  # the halves hold different numbers of masked tokens
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole, gradients(halves, True), strict=True))
+    assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(whole, gradients(halves, False), strict=True))
 
 
 def test_lr_factor_equals_transformers_schedules():

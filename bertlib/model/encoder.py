@@ -105,9 +105,8 @@ class BertEncoder(nn.Module):
 
     def __init__(self, config: BertConfig):
         super().__init__()
-        self.depth = config.num_hidden_layers
-        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(self.depth))
-        self.final_norm = None  # notebook 11: a Pre-LN stack's last LayerNorm
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.num_hidden_layers))
+        self.final_norm = None  # a LayerNorm after the last layer, which a Pre-LN stack needs (section 4)
 
     def forward(
         self,
@@ -120,12 +119,10 @@ class BertEncoder(nn.Module):
         """Run every layer over `x` [batch, seq, hidden]; `attention_mask` [batch, seq] marks padding with 0. With
         `output_positions` [batch, k] the last layer computes only those positions (`last_hidden_state` [batch, k])."""
         states, attentions = [], []
-        for i in range(self.depth):
+        for i, layer in enumerate(self.layers):
             states.append(x)
-            last = i == self.depth - 1
-            x, probs = self.layers[i % len(self.layers)](
-                x, attention_mask, output_attentions, output_positions if last else None
-            )
+            last = i == len(self.layers) - 1
+            x, probs = layer(x, attention_mask, output_attentions, output_positions if last else None)
             attentions.append(probs)
         if self.final_norm is not None:
             x = self.final_norm(x)

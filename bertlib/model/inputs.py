@@ -9,6 +9,7 @@ Written by hand; notebooks 02 and 05 call it.
 """
 
 __all__ = [
+    "check_head_index",
     "check_index_range",
     "check_input_ids",
     "check_labels",
@@ -16,6 +17,8 @@ __all__ = [
     "check_same_shape",
     "padding_mask",
 ]
+
+from collections.abc import Callable
 
 import torch
 
@@ -93,3 +96,17 @@ def check_next_sentence_label(label: torch.Tensor, input_ids: torch.Tensor) -> N
             f"give one per sequence"
         )
     check_index_range("next_sentence_label", label, 2, "0 = B follows A, 1 = B is random")
+
+
+def check_head_index(
+    given: tuple[torch.Tensor, torch.Tensor],
+    labels: torch.Tensor,
+    find: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+) -> None:
+    """Refuse a head index (notebook 05's `head_index`) that was not found from these `labels`, where checking is free.
+    A data loader finds the index ahead, on the CPU, so that a training step on a GPU never waits to read the labels
+    back; the model then only gathers with it, and on a GPU cannot afford to check it."""
+    if free_to_read(labels):
+        expected = find(labels)
+        if not all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(given, expected, strict=True)):
+            raise ValueError("head_index does not match labels; pass what head_index(labels) returns for these labels")

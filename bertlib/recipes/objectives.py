@@ -1,6 +1,7 @@
-"""The pre-training objectives for the training loop (`bertlib.train.step.Objective`): BERT's MLM + NSP on sentence
-pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the
-loop on a model with the objective its data calls for, scored on a validation loader.
+"""The pre-training objectives for the training loop (`bertlib.train.accumulation.Objective`): BERT's MLM + NSP on
+sentence pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs
+the loop on a model with the objective its data calls for, scored on a validation loader (with notebook 07's plateau
+probes for BERT).
 
 Written by hand; notebook 07 uses it.
 """
@@ -12,6 +13,7 @@ __all__ = [
     "MaskedLM",
     "ReplacedTokenDetection",
     "freeze_nsp",
+    "bert_validation",
     "validation_scores",
     "train",
 ]
@@ -30,6 +32,7 @@ from ..data.packed import PackedDataset
 from ..data.pretraining import PaddingCollator, PretrainingDataset
 from ..data.tokenizer import PAD_ID
 from ..evaluation.electra import rtd_metrics
+from ..evaluation.plateau import plateau_probes
 from ..evaluation.scores import validation_metrics
 from ..model.bert import IGNORE_INDEX, BertForPreTraining, head_index
 from ..model.electra import ElectraForPreTraining
@@ -135,9 +138,14 @@ def freeze_nsp(model: BertForPreTraining) -> None:
         unused.requires_grad_(False)
 
 
-def validation_scores(model: nn.Module) -> Callable[..., dict[str, float]]:
-    "The validation scores of a pre-training model: ELECTRA's, or BERT's (`validation_metrics`)."
-    return rtd_metrics if isinstance(model, ElectraForPreTraining) else validation_metrics
+def bert_validation(model: BertForPreTraining, loader: DataLoader, max_batches: int | None = None) -> dict:
+    "BERT's validation scores (`validation_metrics`), and notebook 07's plateau probes on the loader's first batch."
+    return {**validation_metrics(model, loader, max_batches), **plateau_probes(model, loader)}
+
+
+def validation_scores(model: nn.Module) -> Callable[..., dict]:
+    "The validation scores of a pre-training model: ELECTRA's (`rtd_metrics`), or BERT's (`bert_validation`)."
+    return rtd_metrics if isinstance(model, ElectraForPreTraining) else bert_validation
 
 
 def train(

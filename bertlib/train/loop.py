@@ -11,7 +11,7 @@ stops with one line that names it.
 Written by hand; notebook 07 presents it (its section on the run machinery).
 """
 
-__all__ = ["Hook", "Pace", "Loop", "reseed", "start", "train_step", "log_window", "watch_pace", "save", "paused", "fit"]
+__all__ = ["Hook", "Loop", "reseed", "start", "train_step", "log_window", "watch_pace", "save", "paused", "fit"]
 
 import json
 import math
@@ -36,40 +36,17 @@ from ..utils.devices import resolve_device
 from ..utils.environment import CpuShare
 from ..utils.processes import TrainingInterrupted, stop_signals, world
 from ..viz.attention import plot_metrics, save_figure
+from .accumulation import Objective, backward, step_totals
 from .checkpoints import checkpoints, load_checkpoint, newest_incomplete, save_checkpoint
-from .runs import (
-    RECIPES,
-    NonFiniteLoss,
-    RunError,
-    disk_full,
-    full_disk_error,
-    read_metrics,
-    resume_command,
-    write_metrics,
-)
+from .pace import Pace
+from .runs import NonFiniteLoss, RunError, disk_full, full_disk_error, read_metrics, write_metrics
 from .settings import TrainConfig
-from .step import Objective, backward, configure_optimizer, lr_schedule, optimizer_step, step_totals
+from .step import configure_optimizer, lr_schedule, optimizer_step
 
 
 def reseed(seed: int, rank: int, step: int) -> None:
     "Seed the global generators (dropout) from the step, so a resumed run draws what an unbroken one would."
     torch.manual_seed((seed * 1_000_003 + rank) * 1_000_003 + step)  # distinct for any realistic rank and step
-
-
-PACE_SECONDS = 5.0  # the shortest stretch of training whose speed is compared: the kernel counts CPU time in ticks
-SLOWED = 0.5  # a speed under this share of the session's first ones counts as slowed
-BUSIER = 0.5  # ... when other processes keep at least this many CPUs more busy than they did then
-
-
-@dataclass
-class Pace:
-    """The speed of a CPU run over stretches of at least `PACE_SECONDS`, and the CPUs that other processes kept busy
-    meanwhile (`bertlib.utils.environment.CpuShare`): the session's first three stretches are what it started at."""
-
-    share: CpuShare
-    since: tuple[int, float] = (0, 0.0)  # tokens and training seconds when the current stretch began
-    first: list[tuple[float, float]] = field(default_factory=list)  # tokens/s and others' CPUs of the first stretches
-    said: bool = False
 
 
 @dataclass
@@ -297,40 +274,10 @@ def log_window(loop: Loop, stop: bool) -> bool:
 
 
 def watch_pace(loop: Loop) -> None:
-    """On a CPU with several threads, say once, in `metrics.jsonl` and to `on_log`, when the run trains at under
-    `SLOWED` x the speed it started this session at while other processes keep `BUSIER` CPUs more busy than they did
-    then: threads that share their cores with other work wait for each other at every step, so fewer would be faster.
-    The way out is the command that resumes the run with fewer threads."""
-    pace = loop.pace
-    if pace is None or pace.said or loop.train_seconds - pace.since[1] < PACE_SECONDS:
-        return
-    speed = (loop.tokens - pace.since[0]) / (loop.train_seconds - pace.since[1])
-    pace.since, others = (loop.tokens, loop.train_seconds), pace.share.others()
-    if others is None:
-        return
-    if len(pace.first) < 3:
-        pace.first.append((speed, others))
-        return
-    started, others_then = max(s for s, _ in pace.first), min(o for _, o in pace.first)
-    if speed >= SLOWED * started or others < others_then + BUSIER:
-        return
-    threads, cpus = torch.get_num_threads(), os.cpu_count() or 1
-    fewer = max(1, min(threads - 1, int(cpus - others + 0.5)))
-    way = (
-        "stop it (Ctrl-C saves a checkpoint) and resume it with fewer threads: "
-        + resume_command(loop.run_dir, loop.cfg, "--threads", str(fewer))
-        if loop.run_dir is not None and type(loop.cfg) in RECIPES
-        else f"train with fewer threads (--threads {fewer})"
-    )
-    pace.said = True
-    loop.record(
-        {
-            "step": loop.step,
-            "event": f"training slowed to {speed:,.0f} tokens/s from {started:,.0f} at the start of this session, "
-            f"while other processes keep {others:.1f} of the {cpus} CPUs busy ({others_then:.1f} then): its "
-            f"{threads} threads share cores with them and wait for each other at every step; {way}",
-        }
-    )
+    """On a CPU with several threads, say once, in `metrics.jsonl` and to `on_log`, when other work has slowed the run
+    (`bertlib.train.pace`), with the command that resumes it with fewer threads."""
+    if loop.pace is not None and (said := loop.pace.notice(loop.tokens, loop.train_seconds, loop.run_dir, loop.cfg)):
+        loop.record({"step": loop.step, "event": said})
 
 
 def save(loop: Loop) -> None:

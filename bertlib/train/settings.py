@@ -28,9 +28,9 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self, get_args
+from typing import Any, ClassVar, Self
 
-from ..data.pairs import Pairing
+from ..data.pairs import PAIRINGS, Pairing
 from ..data.wikitext import WIKITEXT_CONFIGS
 from ..model.config import POOLINGS, SOFT_TARGETS
 from ..tasks.examples import TASK_NAMES, TASKS
@@ -171,7 +171,7 @@ class PretrainDataConfig(TrainConfig):
     batch_size: int = _retuned("batch_size", 8)
     lr: float = _retuned("lr", 1e-3)
     data_config: str = _option("wikitext-2-v1", "WikiText-2 variant", choices=WIKITEXT_CONFIGS)
-    pairing: str = _option("segments", "how NSP pairs are made", choices=get_args(Pairing))
+    pairing: str = _option("segments", "how NSP pairs are made", choices=tuple(PAIRINGS))
     mlm_probability: float = _option(0.30, "share of the tokens that MLM predicts (BERT: 0.15)")
     whole_word_mask: bool = _option(False, "mask whole words rather than single pieces")
     long_seq_len: int | None = _option(
@@ -187,7 +187,7 @@ class PretrainDataConfig(TrainConfig):
         super().__post_init__()
         name = type(self).__name__
         check_choice(f"{name}.data_config", self.data_config, WIKITEXT_CONFIGS)
-        check_choice(f"{name}.pairing", self.pairing, get_args(Pairing))
+        check_choice(f"{name}.pairing", self.pairing, tuple(PAIRINGS))
         if not 0 < self.mlm_probability < 1:
             raise ValueError(f"{name}.mlm_probability={self.mlm_probability} is not valid; it must be in (0, 1)")
         check_positive_ints(self, ("long_seq_len",))
