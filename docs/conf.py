@@ -32,6 +32,8 @@ exclude_patterns = ["docs/_build", ".venv*", ".git", "runs", "**/.ipynb_checkpoi
 extensions = ["myst_nb"]
 nb_execution_mode = "off"  # the saved outputs are the course: never run a notebook to build the site
 nb_ipywidgets_js = {}  # no widget manager (and no require.js) from a CDN: no page depends on a kernel's widgets
+# a widget's output shows as the picture saved beside it (notebook 09 adds its explorer, which needs no kernel)
+nb_mime_priority_overrides = [("*", "application/vnd.jupyter.widget-view+json", None)]
 nb_render_markdown_format = "myst"
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
@@ -52,6 +54,7 @@ html_theme_options = {
     "show_navbar_depth": 1,
     "home_page_in_toc": True,
 }
+html_context = {"default_mode": "light"}  # the theme's switch starts somewhere (offline, nothing is remembered yet)
 html_show_sourcelink = True
 html_copy_source = True
 html_sourcelink_suffix = ""  # the download link of a notebook page gives the .ipynb itself
