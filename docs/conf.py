@@ -55,6 +55,7 @@ html_theme_options = {
     "home_page_in_toc": True,
 }
 html_context = {"default_mode": "light"}  # the theme's switch starts somewhere (offline, nothing is remembered yet)
+html_show_search_summary = False  # summaries fetch() each page, which browsers refuse for a site opened from files
 html_show_sourcelink = True
 html_copy_source = True
 html_sourcelink_suffix = ""  # the download link of a notebook page gives the .ipynb itself
