@@ -20,6 +20,7 @@ RESULT_FILES = sorted(
     [
         *(ROOT / "benchmarks" / "results").glob("*.json"),
         *(ROOT / "experiments").glob("*/results/*.json"),
+        ROOT / "experiments" / "recipe_study" / "speed.json",
         ROOT / "models" / "course-mini" / "evaluation.json",
     ]
 )
