@@ -352,7 +352,10 @@ def published_table(summaries: list[dict], published: list[dict]) -> list[str]:
         "| model | shape | " + " | ".join(TITLES[t] for t in tasks) + " | set | source |",
         "|---|---|" + "---:|" * len(tasks) + "---|---|",
     ]
-    ours = {s["task"]: s["starts"] for s in summaries}
+    ours = {}  # a task's first plan with results (squad-full before squad-full-e4)
+    for s in summaries:
+        if s["starts"]:
+            ours.setdefault(s["task"], s["starts"])
     for init in INITS:
         cells = []
         for task in tasks:
