@@ -2,8 +2,9 @@
 `benchmarks/` alike: how a result file says how it was made, where published results live, what a result must be
 before a page shows it, and the writer of a page's generated block.
 
-Hand-written; not part of the library. The scripts load it with `publish = load()` from `experiments/study.py` or
-`benchmarks/bench_utils.py`, which find it here, beside the pages it writes.
+Hand-written; not part of the library. The scripts are not a package: `experiments/study.py`,
+`benchmarks/bench_utils.py`, `benchmarks/report.py` and `experiments/gpu/plan.py` put this folder on `sys.path` and
+`import publish`, which lives here beside the pages it writes.
 
 - **How a result was made** (`provenance`): `mode` ("full", as published, or "trial": `--smoke`, `--dry-run`, fewer
   repeats or batches than the script's defaults), what the run was given that decides its precision (repeats,
@@ -186,11 +187,6 @@ def check_full(result: dict[str, Any], path: Path) -> dict[str, Any]:
         said = f"was made in {mode} mode" if mode else "does not say how it was made (no provenance)"
         raise MissingResults(f"{path} {said}: only full-mode results are published, so the page is left as it is")
     return result
-
-
-def read_published(path: Path, needs: Iterable[str] = ()) -> dict[str, Any]:
-    "`read_result` then `check_full`: a result a page may show."
-    return check_full(read_result(path, needs), path)
 
 
 def write_block(name: str, body: str, page: Path | None = None) -> Path:
