@@ -1,13 +1,11 @@
-"""Helpers shared by the benchmark scripts: process settings, machine description, interleaved timing,
-peak memory and JSON results."""
+"""Helpers shared by the benchmark scripts: process settings, interleaved timing, peak memory and JSON results that
+say how they were made. What the benchmarks share with the studies (the machine, provenance, where published
+results live) is `docs/publish.py`."""
 
-import datetime
 import itertools
-import json
-import os
-import platform
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -16,9 +14,12 @@ from typing import Any
 
 import torch
 
-from bertlib.utils.files import atomic_write
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs"))  # docs/publish.py: what every report shares, studies and benchmarks alike
+import publish  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+machine_info = publish.machine_info
 
 
 def configure_process(threads: int | None, flush_denormal: bool = True) -> dict[str, Any]:
@@ -30,37 +31,6 @@ def configure_process(threads: int | None, flush_denormal: bool = True) -> dict[
         torch.set_num_threads(threads)
     flushed = torch.set_flush_denormal(flush_denormal)
     return {"threads": torch.get_num_threads(), "flush_denormal": flush_denormal and flushed}
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    "Where and when a benchmark ran: CPU model and cores, GPU, versions, date."
-    info = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
-        "cpu": _cpu_model(),
-        "cpu_cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "device": device.type,
-    }
-    try:
-        import transformers
-
-        info["transformers"] = transformers.__version__
-    except ImportError:
-        pass
-    if device.type == "cuda":
-        info["gpu"] = torch.cuda.get_device_name(device)
-    return info
 
 
 def synchronize(device: torch.device) -> None:
@@ -141,7 +111,17 @@ def peak_memory(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # kilobytes on Linux
 
 
-def write_results(path: str | os.PathLike, data: dict[str, Any]) -> Path:
-    "Write a results JSON file atomically."
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write(path, json.dumps(data, indent=2) + "\n")
+def provenance(parser: Any, args: Any, *names: str, full: bool = True) -> dict[str, Any]:
+    """How a benchmark's result is made (`publish.provenance`), from its command line: the settings `names` (repeats,
+    warm-up, batches) as given; trial mode when one is below the script's default or `full` is false (a run that is
+    not the whole suite), full mode otherwise."""
+    given = {name: getattr(args, name) for name in names}
+    mode = publish.mode_of({name: parser.get_default(name) for name in names}, given) if full else "trial"
+    return publish.provenance(mode, **given)
+
+
+def write_results(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write a results JSON file atomically. A trial's result (its `provenance` says so) never lands where published
+    results live: it goes to a temporary folder instead, which is said (`publish.trial_destination`)."""
+    mode = data.get("provenance", {}).get("mode", "trial")
+    return publish.write_json(publish.trial_destination(path, mode), data, indent=2)

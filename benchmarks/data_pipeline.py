@@ -17,7 +17,7 @@ import torch
 
 # runnable from a checkout: the repository's bertlib and the helpers next to this file come first
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
-from bench_utils import RESULTS_DIR, configure_process, machine_info, median, write_results  # noqa: E402
+from bench_utils import RESULTS_DIR, configure_process, machine_info, median, provenance, write_results  # noqa: E402
 
 from bertlib.data.batching import make_loader, padding_waste  # noqa: E402
 from bertlib.data.corpus import encode_corpus  # noqa: E402
@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
         "tokenizer_training": tokenizer_row,
         "encoding": encoding_row,
         "loader": loader_rows,
+        "provenance": provenance(p, args, "batches", "repeats"),
     }
     print(f"wrote {write_results(args.output, data)}")
 

@@ -33,6 +33,7 @@ from bench_utils import (  # noqa: E402
     interleaved_times,
     machine_info,
     median,
+    provenance,
     repeated,
     training_step,
     write_results,
@@ -179,6 +180,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"{args.model} is not a run folder (no config.json); give --model a pre-training run")
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.dtype = args.dtype or ("bf16" if args.device.startswith("cuda") else "fp32")
+    # fewer batches, repeats, warm-up or sentences than the defaults is a trial: never written where results are kept
+    names = ("batches", "warmup", "repeats", "predict_sentences")
+    args.provenance = provenance(p, args, *names, full=args.train_sentences is None)
     return args
 
 
@@ -201,6 +205,7 @@ def main(argv: list[str] | None = None) -> Path:
         "target_speedup": TARGET_SPEEDUP,
         "step": step,
         "predict": prediction,
+        "provenance": args.provenance,
     }
     ms = prediction["one_sentence_ms"]
     print(
@@ -210,8 +215,8 @@ def main(argv: list[str] | None = None) -> Path:
         f"{ms['transformers']:.1f} ms",
         flush=True,
     )
-    output = args.output or RESULTS_DIR / f"finetune_step-{device.type}.json"
-    print(f"wrote {write_results(output, result)}")
+    output = write_results(args.output or RESULTS_DIR / f"finetune_step-{device.type}.json", result)
+    print(f"wrote {output}")
     return output
 
 

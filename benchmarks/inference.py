@@ -28,6 +28,7 @@ from bench_utils import (  # noqa: E402
     interleaved_times,
     machine_info,
     median,
+    provenance,
     write_results,
 )
 
@@ -137,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             "tokens_per_second": {side: tokens / median(t) for side, t in evaluation.items()},
             "largest_score_difference": agree,
         },
+        "provenance": provenance(p, args, "eval_batches", "repeats"),
     }
     ms, ev = result["fill_mask_ms"], result["evaluation"]["tokens_per_second"]
     print(

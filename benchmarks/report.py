@@ -1,60 +1,26 @@
-"""Rewrite the README's benchmark section from the JSON files in benchmarks/results/.
+"""Rewrite the speed page's benchmark block (`docs/speed.md`) from the JSON files in benchmarks/results/.
 
-    python benchmarks/report.py            # rewrites README.md between the benchmark markers
-    python benchmarks/report.py --print    # prints the section instead
+    python benchmarks/report.py            # rewrites the block between the benchmark markers of docs/speed.md
+    python benchmarks/report.py --print    # prints the block instead, from whatever the folder holds
 
-The numbers in the README are never typed by hand: run the benchmarks, then this script. A folder without results
-is refused (one line, exit code 2) rather than written into the README as "nothing measured"; a result missing from
-a folder that holds others is named in the section, with the command that makes it.
-
-This module also holds what every report of the repository shares (the experiments' reports load it through
-`experiments/study.py`): the README-block writer and the refusal of missing results.
+The numbers on the page are never typed by hand: run the benchmarks, then this script. It publishes only complete,
+full-mode results (`docs/publish.py`): a folder without results, one that lacks one of the CPU benchmarks, a file
+that is not a whole result, a trial's result (fewer repeats, batches or warm-up than a benchmark's defaults) or GPU
+numbers measured elsewhere than on a GPU leave the page as it is, said in one line (exit code 2). A GPU benchmark
+not measured yet is named on the page, with the command that makes it.
 """
 
 import argparse
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "docs"))  # docs/publish.py: what every report shares, studies and benchmarks alike
+import publish  # noqa: E402
+
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-START, END = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
 MIB = 2**20
-
-
-class MissingResults(Exception):
-    """The results a report is made of are missing, empty or unreadable. Report scripts turn it into one line on
-    stderr and exit code 2 (`refuse_missing`), before they write anything: a README block never trades measured
-    numbers for none."""
-
-
-def result_files(folder: Path, pattern: str = "*.json", *, how: str = "") -> list[Path]:
-    """The files of `folder` that match `pattern`, sorted; `MissingResults` naming the folder when it does not exist
-    or holds none (`how`: the command that makes them, for the message)."""
-    found = sorted(folder.glob(pattern)) if folder.is_dir() else []
-    if not found:
-        where = f"{folder} holds no result files ({pattern})" if folder.is_dir() else f"{folder} does not exist"
-        raise MissingResults(f"{where}: nothing to report, so no README is rewritten" + (f"; {how}" if how else ""))
-    return found
-
-
-def read_result(path: Path) -> dict[str, Any]:
-    "A result file; `MissingResults` when it is empty or not JSON (a run stopped while writing it, say)."
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise MissingResults(f"{path} is not a readable result file ({err}): nothing is rewritten") from err
-
-
-def refuse_missing(main: Callable[[], object]) -> None:
-    "Run a report script's `main`; missing results become one line on stderr and exit code 2, the README untouched."
-    try:
-        main()
-    except MissingResults as err:
-        print(f"error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
 
 
 def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
@@ -248,34 +214,70 @@ def finetune_text(data: dict[str, Any]) -> str:
     )
 
 
-# Every result file the section reads, in the order it shows them: what each holds and the command that writes it
-# (a folder holding some of them says which others are missing, and how to make them)
+# Every result file the section reads, in the order it shows them: what each holds, the command that writes it, and
+# whether the page needs it (the CPU benchmarks) or names it as not measured yet (the GPU ones)
 PARTS = {
-    "train_step-cpu.json": ("CPU training-step numbers", "`python benchmarks/train_step.py --suite cpu`"),
-    "train_step-cuda.json": ("GPU numbers", "`python benchmarks/train_step.py --suite cuda` on a machine with a GPU"),
-    "finetune_step-cpu.json": ("CPU fine-tuning numbers", "`python benchmarks/finetune_step.py --device cpu`"),
+    "train_step-cpu.json": ("CPU training-step numbers", "`python benchmarks/train_step.py --suite cpu`", True),
+    "train_step-cuda.json": (
+        "GPU numbers",
+        "`python benchmarks/train_step.py --suite cuda` on a machine with a GPU",
+        False,
+    ),
+    "finetune_step-cpu.json": ("CPU fine-tuning numbers", "`python benchmarks/finetune_step.py --device cpu`", True),
     "finetune_step-cuda.json": (
         "GPU fine-tuning numbers",
         "`python benchmarks/finetune_step.py --device cuda` on a machine with a GPU",
+        False,
     ),
-    "data_pipeline.json": ("data-pipeline numbers", "`python benchmarks/data_pipeline.py`"),
-    "inference-cpu.json": ("CPU inference numbers", "`python benchmarks/inference.py`"),
+    "data_pipeline.json": ("data-pipeline numbers", "`python benchmarks/data_pipeline.py`", True),
+    "inference-cpu.json": ("CPU inference numbers", "`python benchmarks/inference.py`", True),
     "inference-cuda.json": (
         "GPU inference numbers",
         "`python benchmarks/inference.py --device cuda` on a machine with a GPU",
+        False,
     ),
-    "shared_cpu.json": ("shared-CPU numbers", "`python benchmarks/shared_cpu.py`"),
+    "shared_cpu.json": ("shared-CPU numbers", "`python benchmarks/shared_cpu.py`", True),
+}
+# what each part's text reads of its file
+NEEDS = {
+    "train_step": ("machine", "settings", "results"),
+    "finetune_step": ("machine", "settings", "step", "predict", "target_speedup", "model", "parameters"),
+    "data_pipeline": ("machine", "settings", "tokenizer_training", "encoding", "loader"),
+    "inference": ("machine", "settings", "fill_mask_ms", "evaluation", "model", "parameters"),
+    "shared_cpu": ("machine", "medians", "timings", "rounds", "steps", "load_average"),
 }
 
 
-def render(results_dir: Path = RESULTS_DIR) -> str:
-    """The README section (between the markers, markers excluded) for the JSON files in `results_dir`, with a line
-    for each result it lacks; `MissingResults` when the folder holds none of them."""
-    found = {path.name: read_result(path) for path in result_files(results_dir) if path.name in PARTS}
-    if not found:
-        raise MissingResults(
+def read_part(path: Path, published: bool) -> dict[str, Any]:
+    """One benchmark's result file, whole (`NEEDS`); when it is to be `published`, also made in full mode and, for a
+    GPU benchmark, on a GPU, by what the file says. `publish.MissingResults` otherwise."""
+    data = publish.read_result(path, NEEDS[path.stem.split("-")[0]])
+    if published:
+        publish.check_full(data, path)
+        if data.get("complete") is False:
+            raise publish.MissingResults(f"{path} holds part of its suite (it was stopped): the page is left as it is")
+        device = (data["machine"] or {}).get("device")
+        if path.stem.endswith("-cuda") and device != "cuda":
+            raise publish.MissingResults(f"{path} was measured on {device}, not on a GPU: the page is left as it is")
+    return data
+
+
+def render(results_dir: Path = RESULTS_DIR, published: bool = True) -> str:
+    """The page's block (between the markers, markers excluded) for the JSON files in `results_dir`, with a line
+    for each GPU result it lacks; `publish.MissingResults` when the folder holds none of them or, for a block to be
+    `published`, lacks a CPU benchmark or holds a result that is not whole, full-mode and measured where it says."""
+    present = [path for path in publish.result_files(results_dir) if path.name in PARTS]
+    if not present:
+        raise publish.MissingResults(
             f"{results_dir} holds none of the benchmarks' result files ({', '.join(PARTS)}): nothing to report, so "
-            "no README is rewritten; run the benchmarks first"
+            "no page is rewritten; run the benchmarks first"
+        )
+    found = {path.name: read_part(path, published) for path in present}
+    needed = [name for name, (*_, required) in PARTS.items() if required and name not in found]
+    if published and needed:
+        raise publish.MissingResults(
+            f"{results_dir} lacks {', '.join(needed)}: a block made of part of the benchmarks would drop measured "
+            "numbers, so the page is left as it is"
         )
     cuda = found.get("train_step-cuda.json")
     texts = {
@@ -295,7 +297,7 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
         "MLM + NSP loss, backward and `torch.optim.AdamW`.",
         "",
     ]
-    for name, (what, command) in PARTS.items():
+    for name, (what, command, _) in PARTS.items():
         if name in found:
             parts.append(texts[name](found[name]))
         else:
@@ -303,29 +305,19 @@ def render(results_dir: Path = RESULTS_DIR) -> str:
     return "\n".join(parts).rstrip("\n")
 
 
-def update_readme(readme: Path, section: str, start: str = START, end: str = END) -> None:
-    "Replace the text between the markers `start` and `end` (the benchmark markers by default) of `readme`."
-    text = readme.read_text(encoding="utf-8")
-    if text.count(start) != 1 or text.count(end) != 1:
-        raise ValueError(f"{readme} must contain {start} and {end} exactly once each")
-    head, rest = text.split(start)
-    _, tail = rest.split(end)
-    readme.write_text(f"{head}{start}\n{section}\n{end}{tail}", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=RESULTS_DIR)
-    p.add_argument("--readme", type=Path, default=ROOT / "README.md")
-    p.add_argument("--print", action="store_true", help="print the section instead of rewriting the README")
+    publish.page_option(p, "benchmarks")
+    p.add_argument("--print", action="store_true", help="print the block instead of rewriting the page")
     args = p.parse_args(argv)
-    section = render(args.results_dir)  # before the README is opened: missing results leave it as it was
+    section = render(args.results_dir, published=not args.print)  # before the page is opened: it stays as it was
     if args.print:
         print(section)
     else:
-        update_readme(args.readme, section)
-        print(f"updated {args.readme}")
+        publish.write_block("benchmarks", section, args.page)
+        print(f"updated {args.page}")
 
 
 if __name__ == "__main__":
-    refuse_missing(main)
+    publish.refuse_missing(main)

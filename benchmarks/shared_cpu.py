@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(partway_worker(args.partway_worker)))
         return
     import torch
-    from bench_utils import machine_info, write_results
+    from bench_utils import machine_info, provenance, write_results
 
     timings = measure(args.rounds, args.steps, args.partway)
     data = {
@@ -204,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         "partway_seconds": args.partway,
         "timings": timings,
         **summary(timings),
+        "provenance": provenance(p, args, "rounds", "steps"),
     }
     print(
         f"bertlib's choice: {data['choice_vs_best_quiet']:.2f} of the best setting's speed when quiet, "

@@ -32,6 +32,7 @@ from bench_utils import (  # noqa: E402
     machine_info,
     median,
     peak_memory,
+    provenance,
     repeated,
     reset_peak_memory,
     synchronize,
@@ -345,6 +346,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.steps_per_repeat = args.steps_per_repeat or (10 if cuda else 1)
     if args.suite and args.output is None:
         args.output = RESULTS_DIR / f"train_step-{torch.device(args.device).type}.json"
+    # one shape, or fewer repeats or warm-up than the defaults, is a trial: never written where results are kept
+    args.provenance = provenance(p, args, "warmup", "repeats", full=bool(args.suite))
     return args
 
 
@@ -368,6 +371,7 @@ def main(argv: list[str] | None = None) -> None:
         print_row(rows[-1])
         if args.output:  # after every row, so that a suite stopped by a time limit keeps the rows it finished
             found = {"benchmark": "train_step", "machine": machine, "settings": settings, "results": rows}
+            found |= {"provenance": args.provenance, "complete": len(rows) == len(shapes)}
             written = write_results(args.output, found)
     if args.output:
         print(f"wrote {written}")

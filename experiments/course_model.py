@@ -1,6 +1,8 @@
 """The course model's card: scores the shipped run on the validation and test splits (with the unigram baseline)
 and writes `models/course-mini/evaluation.json` and `models/course-mini/README.md` from them and from the run's
-own files, so that every number on the card comes from a measurement.
+own files, so that every number on the card comes from a measurement, and the `course-model` block of the site's
+page `docs/course-model.md`. A trial (`--smoke`, one batch of each split) goes to an `--out` elsewhere and never
+reaches the page.
 
     python experiments/course_model.py            # evaluate (a few minutes on a CPU), then write the card
     python experiments/course_model.py --card     # only rewrite the card from evaluation.json
@@ -13,13 +15,15 @@ import datetime
 
 from study import (
     ROOT,
+    check_publishable,
     output_options,
     parse,
     provenance,
+    publish_block,
     read_json,
     refuse_missing,
     result_files,
-    update_readme,
+    unpublished,
     write_json,
 )
 
@@ -32,7 +36,7 @@ RUN = ROOT / "models" / "course-mini"
 MADE_BY = read_json(RUN / "made_by.json")
 
 
-def evaluate(max_batches: int | None = None) -> dict:
+def evaluate(max_batches: int | None = None, smoke: bool = False) -> dict:
     "The shipped run's scores and the unigram baseline's on the validation and test splits (or their first batches)."
     scores = {
         split: evaluate_run(RUN, split, device="cpu", baseline=True, max_batches=max_batches)
@@ -40,7 +44,7 @@ def evaluate(max_batches: int | None = None) -> dict:
     }
     return {
         "scores": scores,
-        **provenance(),
+        **provenance(smoke),
         "date": datetime.date.today().isoformat(),
         "command": "python -m bertlib evaluate models/course-mini --split SPLIT --baseline --device cpu",
     }
@@ -91,8 +95,8 @@ The loss curves of the whole run are in `loss_curve.png`, every logged step and 
 """
 
 
-def readme_block(evaluation: dict) -> str:
-    "The README's summary of the course model: the card's table, and where the model came from."
+def page_block(evaluation: dict) -> str:
+    "The page's summary of the course model: the card's table, and where the model came from."
     checkpoint = checkpoints(RUN)[-1]
     table = card(evaluation).split("| split |", 1)[1].split("\n\n", 1)[0]
     return (
@@ -104,16 +108,18 @@ def readme_block(evaluation: dict) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--card", action="store_true", help="only rewrite README.md from evaluation.json")
-    output_options(p, RUN, smoke="score only the first batch of each split")
+    output_options(p, RUN, "course-model", smoke="score only the first batch of each split")
     args = parse(p)
     path = args.out / "evaluation.json"
     if not args.card:
-        write_json(path, evaluate(1 if args.smoke else None))
+        write_json(path, evaluate(1 if args.smoke else None, args.smoke))
     (path,) = result_files(args.out, path.name, how="score the model first: `python experiments/course_model.py`")
-    evaluation = read_json(path)
+    evaluation = read_json(path, ("scores", "machine"))
+    why_not = unpublished({path: evaluation})
+    check_publishable(args.out, args.page, why_not)
     (args.out / "README.md").write_text(card(evaluation))
-    update_readme(args.readme, "course-model", readme_block(evaluation))
-    print(f"wrote {args.out / 'README.md'} and the course model's section of {args.readme}")
+    publish_block("course-model", page_block(evaluation), args.page, why_not)
+    print(f"wrote {args.out / 'README.md'}" + ("" if why_not else f" and the course model's block of {args.page}"))
 
 
 if __name__ == "__main__":

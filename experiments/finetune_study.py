@@ -4,11 +4,12 @@ same architecture with random weights, under the same budget, with several seeds
 Hand-written; not part of the library. Each run is one `bertlib.recipes.finetune.finetune` call into
 `experiments/finetune_study/runs/<name>` (ignored by git); its result (the best validation over the epochs,
 minutes, machine, the training curve) goes to `finetune_study/results/<name>.json`. `--report` turns the results of
-the full-data plans (`FULL_PLANS`) into the README's `finetune` section and `finetune_study/README.md` (with the
-learning rates tried and the earlier slices, `PLANS`) and `finetune_study/curves.png`; the published small models
-beside them come from `docs/literature_numbers.toml`, and the targets (`TARGETS`) are judged from the numbers. No
-number in either README is typed by hand. A results folder without a full-data result is refused (one line, exit
-code 2) and nothing is written; one that lacks runs says which.
+the full-data plans (`FULL_PLANS`) into the `finetune` block of the site's page `docs/finetuning.md` and
+`finetune_study/README.md` (with the learning rates tried and the earlier slices, `PLANS`) and
+`finetune_study/curves.png`; the published small models beside them come from `docs/literature_numbers.toml`, and
+the targets (`TARGETS`) are judged from the numbers. No number in either is typed by hand. Only complete, full-mode
+results are published: a results folder without a full-data result, or one that lacks runs or holds a trial's
+(`--smoke`), leaves the page as it is and says so in one line (exit code 2 in the study's own folder).
 
     OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/finetune_study.py run [PLAN...] [--extra]
     python experiments/finetune_study.py --report
@@ -27,13 +28,15 @@ from pathlib import Path
 from study import (
     ROOT,
     MissingResults,
+    check_publishable,
     output_options,
     parse,
     provenance,
+    publish_block,
     read_json,
     refuse_missing,
     result_files,
-    update_readme,
+    unpublished,
     write_json,
 )
 
@@ -139,7 +142,7 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: flo
         "validations": valid,
         "train": [{k: r[k] for k in ("step", "loss", "lr") if k in r} for r in records if "loss" in r],
         "minutes": minutes,
-        **provenance(),
+        **provenance(smoke),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     write_json(path, result)
@@ -229,9 +232,18 @@ def targets(published: list[dict]) -> dict[str, tuple[float, str]]:
     return found
 
 
+def spread(summary: dict) -> float | None:
+    """Twice the larger standard deviation over seeds of the two starts of a plan, in points: a gain within it could
+    be the seeds' noise (notebook 10's rule); None when a start has one seed."""
+    scores = [percent(start["runs"], SELECTION_METRIC[summary["task"]]) for start in summary["starts"].values()]
+    return 2 * max(statistics.stdev(s) for s in scores) if min(map(len, scores)) > 1 else None
+
+
 def judgement(summaries: list[dict], published: list[dict]) -> str:
-    """The targets, each judged from the numbers (met, or missed by how much; "so far" where the plan lacks runs),
-    and those that cannot be judged for lack of results from both starts."""
+    """The targets, each judged from the numbers (met, or missed by how much; "so far" where the plan lacks runs):
+    a target that is a published test-set score is set beside our dev-set score without a verdict, and a gain is met
+    only where it is also larger than twice the seeds' spread. Those that cannot be judged for lack of results from
+    both starts are named."""
     complete = {s["task"]: s for s in summaries if len(s["starts"]) == len(INITS)}
     pre = {task: mean_score(s["starts"]["pretrained"]["runs"], task) for task, s in complete.items()}
     gain = {task: pre[task] - mean_score(s["starts"]["random"]["runs"], task) for task, s in complete.items()}
@@ -240,15 +252,26 @@ def judgement(summaries: list[dict], published: list[dict]) -> str:
         met = "met" if value >= target else f"missed by {target - value:.1f} points"
         return met + (" so far" if complete[task]["lacking"] else "")
 
+    def score(task: str, target: float, whose: str) -> str:
+        if "test-set" in whose:  # a dev score against a test score is two measurements, not a verdict
+            return f": {pre[task]:.1f} on the dev set, a different measurement, so no verdict"
+        return f": {pre[task]:.1f}, {verdict(task, pre[task], target)}"
+
+    def worth(task: str, value: float) -> str:
+        noise = spread(complete[task])
+        if value >= TARGET_GAIN and noise is not None and abs(value) <= noise:
+            return f"{TITLES[task]} {value:+.1f}, within twice the seeds' spread ({noise:.1f}), so not shown"
+        return f"{TITLES[task]} {value:+.1f}, {verdict(task, value, TARGET_GAIN)}"
+
     scores = [
-        f"{TITLES[task]} ≥ {target:g} ({whose})"
-        + (f": {pre[task]:.1f}, {verdict(task, pre[task], target)}" if task in pre else "")
+        f"{TITLES[task]} ≥ {target:g} ({whose})" + (score(task, target, whose) if task in pre else "")
         for task, (target, whose) in targets(published).items()
     ]
-    gains = [f"{TITLES[task]} {value:+.1f}, {verdict(task, value, TARGET_GAIN)}" for task, value in gain.items()]
+    gains = [worth(task, value) for task, value in gain.items()]
     text = (
         "**Targets**, on the pre-trained mean: " + "; ".join(scores) + f". Pre-training worth at least "
-        f"{TARGET_GAIN:g} points over random weights on every task" + (": " + "; ".join(gains) if gains else "") + "."
+        f"{TARGET_GAIN:g} points over random weights on every task, and more than twice the larger standard "
+        "deviation over seeds of the two starts" + (": " + "; ".join(gains) if gains else "") + "."
     )
     unjudged = [TITLES[s["task"]] for s in summaries if s["task"] not in complete]
     if unjudged:
@@ -256,14 +279,18 @@ def judgement(summaries: list[dict], published: list[dict]) -> str:
     return text
 
 
-def lacking(summaries: list[dict]) -> str:
-    "What the full-data results lack, plan by plan, or nothing when they are whole."
-    missing = [
+def missing_runs(summaries: list[dict]) -> list[str]:
+    "What the full-data results lack, plan by plan: nothing when they are whole."
+    return [
         f"`{s['plan']}`: " + (", ".join(s["lacking"]) if s["starts"] else "no results yet")
         for s in summaries
         if s["lacking"]
     ]
-    if not missing:
+
+
+def lacking(summaries: list[dict]) -> str:
+    "The sentence of a report made of partial results: what it lacks, or nothing when they are whole."
+    if not (missing := missing_runs(summaries)):
         return ""
     return (
         "**Not in the table yet**, so it is partial: " + "; ".join(missing) + " (`python experiments/finetune_study.py "
@@ -277,7 +304,7 @@ def examples(settings: dict) -> str:
 
 
 def full_table(summaries: list[dict]) -> list[str]:
-    "The README's table: one row per task with results from either start."
+    "The page's table: one row per task with results from either start."
     lines = [
         "| task | pre-trained `mini` | random init | gain | lr: pre-trained, random | train examples | epochs | "
         "batch | max len | steps | min per run |",
@@ -325,7 +352,10 @@ def published_table(summaries: list[dict], published: list[dict]) -> list[str]:
         "| model | shape | " + " | ".join(TITLES[t] for t in tasks) + " | set | source |",
         "|---|---|" + "---:|" * len(tasks) + "---|---|",
     ]
-    ours = {s["task"]: s["starts"] for s in summaries}
+    ours = {}  # a task's first plan with results (squad-full before squad-full-e4)
+    for s in summaries:
+        if s["starts"]:
+            ours.setdefault(s["task"], s["starts"])
     for init in INITS:
         cells = []
         for task in tasks:
@@ -438,7 +468,7 @@ def machines(results: list[dict]) -> str:
 
 
 def block(summaries: list[dict], published: list[dict], where: str, figure: str, rates: str) -> str:
-    """The README's `finetune` block (the study README's head) from the results in `where`: the full-data table, the
+    """The page's `finetune` block (the study report's head) from the results in `where`: the full-data table, the
     targets judged, what is lacking, the published models beside ours and the learning curves (`figure`); `rates`:
     where the learning rates tried are."""
     runs = [r for s in summaries for start in s["starts"].values() for r in start["runs"]]
@@ -480,21 +510,29 @@ def block(summaries: list[dict], published: list[dict], where: str, figure: str,
     return "\n".join(parts)
 
 
-def report(out: Path, readme: Path) -> None:
-    """Write `out/README.md`, `out/curves.png` and `readme`'s `finetune` block from the result files in
-    `out/results`; `MissingResults` (before anything is written) when they hold no full-data result."""
+def report(out: Path, page: Path) -> None:
+    """Write `out/README.md`, `out/curves.png` and `page`'s `finetune` block from the result files in `out/results`;
+    `MissingResults` (before anything is written) when they hold no full-data result, or when `out` is the study's
+    own folder and its results are partial or a trial's. Elsewhere such results make `out`'s report only."""
     how = f"run `python experiments/finetune_study.py run {' '.join(FULL_PLANS)}` first"
-    results = [read_json(p) for p in result_files(out / "results", how=how)]
+    needs = ("task", "init", "seed", "settings", "best", "minutes")
+    found = {p: read_json(p, needs) for p in result_files(out / "results", how=how)}
+    results = list(found.values())
     summaries = sorted((summarise(plan, results) for plan in FULL_PLANS), key=lambda s: list(TITLES).index(s["task"]))
     if not any(s["starts"] for s in summaries):
         raise MissingResults(f"{out / 'results'} holds no full-data result ({', '.join(FULL_PLANS)}); {how}")
+    full_data = {p: r for p, r in found.items() if r.get("plan") in FULL_PLANS}
+    missing = missing_runs(summaries)
+    partial = f"the full-data plans lack runs ({'; '.join(missing)})" if missing else None
+    why_not = unpublished(full_data, partial)
+    check_publishable(out, page, why_not)
     published = published_scores()
     learning_curves(summaries, out / "curves.png")
-    figure = os.path.relpath(out / "curves.png", readme.parent)
-    study_readme = os.path.relpath(out / "README.md", readme.parent)
+    figure = os.path.relpath(out / "curves.png", page.parent)
+    study_readme = os.path.relpath(out / "README.md", page.parent)
     where = (out / "results").resolve()
     where = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
-    body = block(summaries, published, where, figure, f"every rate's scores: [the study's README]({study_readme})")
+    body = block(summaries, published, where, figure, f"every rate's scores: [the study's report]({study_readme})")
     slices = slice_table(results)
     sst2, small = PLANS["sst2"]["settings"], PLANS["sst2-1k"]["settings"]
     earlier = [
@@ -512,6 +550,7 @@ def report(out: Path, readme: Path) -> None:
     study = [
         "# Fine-tuning study",
         "",
+        *([f"**Not published**: {why_not}.", ""] if why_not else []),
         block(summaries, published, where, "curves.png", "every rate's scores: below"),
         "",
         "## Learning rates tried",
@@ -523,7 +562,7 @@ def report(out: Path, readme: Path) -> None:
     ]
     out.mkdir(parents=True, exist_ok=True)
     (out / "README.md").write_text("\n".join(study) + "\n", encoding="utf-8")
-    update_readme(readme, "finetune", body)
+    publish_block("finetune", body, page, why_not)
     print(body)
 
 
@@ -536,7 +575,7 @@ def main() -> None:
     )
     p.add_argument("--report", action="store_true", help="only write the tables")
     p.add_argument("--extra", action="store_true", help="then 2 more random-init seeds of each full-data plan")
-    output_options(p, HERE, smoke="fine-tune on 64 examples for one epoch and validate on 64")
+    output_options(p, HERE, "finetune", smoke="fine-tune on 64 examples for one epoch and validate on 64")
     args = parse(p)
     unknown = set(args.plans) - set(every)
     if unknown:
@@ -547,7 +586,7 @@ def main() -> None:
                 for init in INITS:
                     run(plan, init, seed, args.out, args.smoke)
         run_full([p for p in args.plans if p in FULL_PLANS], args.out, args.smoke, args.extra)
-    report(args.out, args.readme)
+    report(args.out, args.page)
 
 
 if __name__ == "__main__":

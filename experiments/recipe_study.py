@@ -6,7 +6,7 @@ Hand-written; not part of the library. Every run is one recipe (a name in `RECIP
 training tokens as a share of that command's (`BUDGETS`), trained by the library's loop (`bertlib.train.loop.fit`,
 BERT's short-first schedule as its `Phase`s) with the plateau's probes as a hook. Each run writes
 `recipe_study/results/<recipe>@<budget>.json`; `python experiments/recipe_report.py` turns those files into the
-study's README, its figures and the README's block.
+study's README, its figures and the block of the site's page `docs/cpu-recipes.md`.
 
     export OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=...
     python experiments/recipe_study.py run default b8-lr1e-3-m30 --budget full
@@ -282,7 +282,7 @@ def run(name: str, budget: str, out: Path, smoke: bool = False) -> dict:
         "train_config": cfg.to_dict(),
         "validation_pairs": len(valid.dataset),
         "unigram_perplexity": unigram["mlm_perplexity"],
-        **provenance(),
+        **provenance(smoke),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     split = f"validation[:{subset * valid.batch_size}]"
@@ -424,7 +424,7 @@ def speed(names: list[str], out: Path, smoke: bool = False, rounds: int = 2) -> 
             print(f"[speed] {name}: {tokens / seconds:,.0f} tokens/s", flush=True)
     result = {
         "tokens_per_s": best,
-        **provenance(),
+        **provenance(smoke),
         "pairs": pairs,
         "rounds": rounds,
         "measured": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -444,7 +444,9 @@ def main() -> None:
     parser.add_argument("--all", action="store_true", help="every recipe (finished runs are skipped)")
     parser.add_argument("--budget", choices=list(BUDGETS), default="third")
     parser.add_argument("--force", action="store_true", help="re-run recipes that already have a result")
-    output_options(parser, HERE, smoke="a few steps and one validation batch per score, to try the study out")
+    output_options(
+        parser, HERE, "recipe-study", smoke="a few steps and one validation batch per score, to try the study out"
+    )
     args = parse(parser)
     recipes = list(RECIPES) if args.all else args.names
     unknown = [n for n in (recipes if args.command != "check" else []) if n not in RECIPES]

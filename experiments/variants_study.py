@@ -5,8 +5,9 @@ validation split, at the training length and at twice it, and fine-tuned on SST-
 Each variant is one switch (or one named bundle of switches) of `BertConfig` / `PretrainConfig` away from the
 library's default recipe, so the table reads as "what this change is worth here". Each run goes to
 `experiments/variants_study/runs/<name>` (ignored by git); its result to `variants_study/results/<name>.json`.
-`--report` writes `variants_study/README.md`, the loss-curve figure and the README's `variants` section; no number
-in them is typed by hand.
+`--report` writes `variants_study/README.md`, the loss-curve figure and the `variants` block of the site's page
+`docs/variants.md`; no number in them is typed by hand, and a trial's results (`--smoke`) or a study that lacks
+variants never reach the page.
 
     OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/variants_study.py run bert rope
     OMP_NUM_THREADS=1 BERTLIB_DATA_DIR=... python experiments/variants_study.py rte bert roberta electra
@@ -14,6 +15,7 @@ in them is typed by hand.
 """
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -24,13 +26,15 @@ from pathlib import Path
 from study import (
     ROOT,
     MissingResults,
+    check_publishable,
     output_options,
     parse,
     provenance,
+    publish_block,
     read_json,
     refuse_missing,
     result_files,
-    update_readme,
+    unpublished,
     write_json,
 )
 
@@ -141,7 +145,7 @@ def run(name: str, out: Path, smoke: bool = False) -> dict:
         "curve": [r for r in records if r.get("split") == "validation" or "mlm_loss" in r],
         "scores": scores,
         "sst2": {"settings": sst2, "best": best, "minutes": (time.perf_counter() - ft_start) / 60},
-        **provenance(),
+        **provenance(smoke),
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     write_json(path, result)
@@ -226,14 +230,20 @@ def plot(results: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def report(out: Path, readme: Path) -> None:
-    "Write `out/README.md`, `out/curves.png` and `readme`'s `variants` block from the result files in `out/results`."
+def report(out: Path, page: Path) -> None:
+    """Write `out/README.md`, `out/curves.png` and `page`'s `variants` block from the result files in `out/results`;
+    results that lack variants or hold a trial's are refused in the study's own folder and, elsewhere, make `out`'s
+    report only."""
     how = "run `python experiments/variants_study.py run NAME...` first"
     found = {p.stem: p for p in result_files(out / "results", how=how)}
-    results = [read_json(found[n]) for n in VARIANTS if n in found]
+    needs = ("name", "change", "scores", "sst2", "minutes", "tokens_per_s", "parameters", "machine", "threads")
+    read = {found[n]: read_json(found[n], needs) for n in VARIANTS if n in found}
+    results = list(read.values())
     if not results:
         raise MissingResults(f"{out / 'results'} holds no variant's result ({', '.join(VARIANTS)}); {how}")
     not_run = [n for n in VARIANTS if n not in found]
+    why_not = unpublished(read, f"variants not run yet: {', '.join(not_run)}" if not_run else None)
+    check_publishable(out, page, why_not)
     base = next((r for r in results if r["name"] == "bert"), None)
     rows = []
     notes = []
@@ -295,11 +305,11 @@ SST-2 | minutes | tokens/s |
 
 {chr(10).join(notes)}
 
-![loss curves](experiments/variants_study/curves.png)"""
-    (out / "README.md").write_text(
-        "# Variants at equal compute\n\n" + body.replace("experiments/variants_study/", "") + "\n"
-    )
-    update_readme(readme, "variants", body)
+![loss curves]({os.path.relpath(out / "curves.png", page.parent)})"""
+    trial = f"**Not published**: {why_not}.\n\n" if why_not else ""
+    own = body.replace(os.path.relpath(out / "curves.png", page.parent), "curves.png")
+    (out / "README.md").write_text("# Variants at equal compute\n\n" + trial + own + "\n")
+    publish_block("variants", body, page, why_not)
     print(body)
 
 
@@ -310,7 +320,9 @@ def main() -> None:
     )
     p.add_argument("names", nargs="*", metavar="NAME", help=f"of {list(VARIANTS)} (default: all)")
     p.add_argument("--report", action="store_true", help="write the tables and the figure from the results")
-    output_options(p, HERE, smoke="pre-train for 4 steps, score one batch, fine-tune on 64 examples for one epoch")
+    output_options(
+        p, HERE, "variants", smoke="pre-train for 4 steps, score one batch, fine-tune on 64 examples for one epoch"
+    )
     args = parse(p)
     unknown = set(args.names) - set(VARIANTS)
     if unknown:
@@ -318,7 +330,7 @@ def main() -> None:
     for name in args.names or (VARIANTS if args.command else []):
         (run if args.command == "run" else rte)(name, args.out, args.smoke)
     if args.report:
-        report(args.out, args.readme)
+        report(args.out, args.page)
 
 
 if __name__ == "__main__":

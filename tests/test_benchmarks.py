@@ -1,4 +1,4 @@
-"""The benchmark scripts' pieces that can be checked without timing anything: the README report, the batch
+"""The benchmark scripts' pieces that can be checked without timing anything: the speed page's report, the batch
 both sides train on, and the FLOP count behind MFU. (Speed targets live in the benchmarks, never in tests.)"""
 
 import importlib.util
@@ -70,7 +70,7 @@ def sample(device: str) -> dict:
 def test_report_renders_the_cpu_table_and_says_no_gpu_was_measured(tmp_path):
     report = load_script("report")
     (tmp_path / "train_step-cpu.json").write_text(json.dumps(sample("cpu")))
-    text = report.render(tmp_path)
+    text = report.render(tmp_path, published=False)
     assert "| mini, vocab 30,522 | 12.3M | 32 x 128 | fp32 | 13,000 | 4,000 | **3.25x** | 700 | 1,201 |" in text
     assert "Test CPU, 2 cores; 2 threads, denormals flushed; torch 2.13.0" in text
     assert "No GPU numbers have been measured yet" in text
@@ -79,7 +79,7 @@ def test_report_renders_the_cpu_table_and_says_no_gpu_was_measured(tmp_path):
 def test_report_renders_mfu_on_gpu(tmp_path):
     report = load_script("report")
     (tmp_path / "train_step-cuda.json").write_text(json.dumps(sample("cuda")))
-    text = report.render(tmp_path)
+    text = report.render(tmp_path, published=False)
     assert "| bf16 (compiled) | 13,000 | 4,000 | **3.25x** | 700 | 1,201 | 41.0% | 12.6% |" in text
     assert "989 TFLOP/s" in text and "No CPU training-step numbers" in text
 
@@ -99,26 +99,27 @@ def test_report_renders_inference_latency_and_throughput(tmp_path):
         },
     }
     (tmp_path / "inference-cpu.json").write_text(json.dumps(data))
-    text = report.render(tmp_path)
+    text = report.render(tmp_path, published=False)
     assert "4.0 ms with `bertlib.evaluation.scores.fill_mask` and 10.0 ms" in text and "(2.50x)" in text
     assert "30,000 tokens/s against 15,000" in text and "(2.00x;" in text
 
 
 def test_report_rewrites_only_between_the_markers(tmp_path):
-    report = load_script("report")
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# title\n{report.START}\nold\n{report.END}\ntail\n")
-    report.update_readme(readme, "new table")
-    assert readme.read_text() == f"# title\n{report.START}\nnew table\n{report.END}\ntail\n"
-    readme.write_text("no markers")
+    publish = load_script("report").publish
+    page = tmp_path / "speed.md"
+    start, end = "<!-- benchmarks:start -->", "<!-- benchmarks:end -->"
+    page.write_text(f"# title\n{start}\nold\n{end}\ntail\n")
+    publish.write_block("benchmarks", "new table", page)
+    assert page.read_text() == f"# title\n{start}\nnew table\n{end}\ntail\n"
+    page.write_text("no markers")
     with pytest.raises(ValueError, match="exactly once"):
-        report.update_readme(readme, "x")
+        publish.write_block("benchmarks", "x", page)
 
 
-def test_readme_section_is_what_the_report_renders():
+def test_the_speed_page_s_block_is_what_the_report_renders():
     report = load_script("report")
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split(report.START)[1].split(report.END)[0]
+    page = (ROOT / "docs" / "speed.md").read_text()
+    section = page.split("<!-- benchmarks:start -->")[1].split("<!-- benchmarks:end -->")[0]
     assert section.strip() == report.render().strip()
 
 
@@ -160,7 +161,7 @@ def test_report_names_real_batches_and_their_padding(tmp_path):
     data = sample("cpu")
     data["results"][0].update(data="wikitext", padding_share=0.123)
     (tmp_path / "train_step-cpu.json").write_text(json.dumps(data))
-    assert "| mini, vocab 30,522, WikiText-2 pairs (12% padding) | 12.3M |" in report.render(tmp_path)
+    assert "| mini, vocab 30,522, WikiText-2 pairs (12% padding) | 12.3M |" in report.render(tmp_path, published=False)
 
 
 def test_model_flops_per_token():
@@ -170,7 +171,7 @@ def test_model_flops_per_token():
 
 
 def test_shared_cpu_ratios_and_their_report(tmp_path):
-    "The shared-CPU benchmark's ratios (the targets are stated in them) and the README table made of them."
+    "The shared-CPU benchmark's ratios (the targets are stated in them) and the table made of them."
     bench, report = load_script("shared_cpu"), load_script("report")
     speeds = {"quiet": (2000, 3000, 2500, 2900), "beside a busy process": (2000, 800, 1900, 1900)}
     timings = {
@@ -193,7 +194,7 @@ def test_shared_cpu_ratios_and_their_report(tmp_path):
     assert data["choice_vs_best_quiet"] == pytest.approx(2900 / 3000)
     assert data["choice_vs_one_thread_busy"] == pytest.approx(1900 / 2000)
     (tmp_path / "shared_cpu.json").write_text(json.dumps(data))
-    text = report.render(tmp_path)
+    text = report.render(tmp_path, published=False)
     assert "| one thread | 2,000 | 2,000 |" in text and "| all cores | 3,000 | 800 |" in text
     assert "| bertlib's choice | 2,900 (2 threads) | 1,900 (2 threads) |" in text
     assert f"| {bench.PARTWAY} | 3,100 | 180 |" in text
@@ -204,8 +205,8 @@ def test_report_names_every_benchmark_it_lacks(tmp_path):
     "A folder with part of the results: each missing one is a line with the command that makes it."
     report = load_script("report")
     (tmp_path / "train_step-cpu.json").write_text(json.dumps(sample("cpu")))
-    text = report.render(tmp_path)
-    for name, (what, command) in report.PARTS.items():
+    text = report.render(tmp_path, published=False)
+    for name, (what, command, _) in report.PARTS.items():
         if name != "train_step-cpu.json":
             assert f"No {what} have been measured yet: run {command}, then this script." in text
     assert "No data-pipeline numbers have been measured yet: run `python benchmarks/data_pipeline.py`" in text
@@ -213,16 +214,16 @@ def test_report_names_every_benchmark_it_lacks(tmp_path):
 
 def test_report_refuses_a_folder_without_results(tmp_path):
     report = load_script("report")
-    with pytest.raises(report.MissingResults, match="does not exist"):
+    with pytest.raises(report.publish.MissingResults, match="does not exist"):
         report.render(tmp_path / "missing")
-    with pytest.raises(report.MissingResults, match="holds no result files"):
-        report.render(tmp_path)
+    with pytest.raises(report.publish.MissingResults, match="holds no result files"):
+        report.render(tmp_path, published=False)
     (tmp_path / "notes.json").write_text("{}")
-    with pytest.raises(report.MissingResults, match="holds none of the benchmarks' result files"):
-        report.render(tmp_path)
+    with pytest.raises(report.publish.MissingResults, match="holds none of the benchmarks' result files"):
+        report.render(tmp_path, published=False)
     (tmp_path / "shared_cpu.json").write_text("")  # a benchmark stopped while writing
-    with pytest.raises(report.MissingResults, match="shared_cpu.json is not a readable result file"):
-        report.render(tmp_path)
+    with pytest.raises(report.publish.MissingResults, match="shared_cpu.json is not a readable result file"):
+        report.render(tmp_path, published=False)
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +274,8 @@ def test_finetune_step_benchmark_writes_its_results_and_the_report_their_rows(tm
     )
     assert pred["largest_probability_difference"] < 1e-5  # the export is the same model
     assert pred["batch"]["sentences"] == 3 and set(pred["one_sentence_ms"]) == {"bertlib", "transformers"}
-    text = load_script("report").render(tmp_path)
+    assert data["provenance"]["mode"] == "trial" and data["provenance"]["repeats"] == 1  # it says how it was made
+    text = load_script("report").render(tmp_path, published=False)
     row = (
         f"| 32 x {step['mean_length']:.1f} | 128 | {step['padding_share']:.0%} | fp32 | "
         f"{step['bertlib']['tokens_per_second']:,.0f} | {step['transformers']['tokens_per_second']:,.0f} | "

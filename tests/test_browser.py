@@ -1,13 +1,22 @@
-"""Notebook 09 in a real browser: JupyterLab on 127.0.0.1, headless Chromium driven by Playwright, Run All Cells from
-the menu, then the attention widget must draw, and moving its layer slider must redraw it.
+"""The course in a real browser, headless Chromium driven by Playwright:
+
+- the website (`docs/`), built as the README says from the notebooks' saved outputs, opened page by page from files
+  with every request outside the site blocked: nothing is blocked, no console error, every image loads, the math is
+  typeset, search finds "softmax", and notebook 09's attention explorer changes its picture when another head or
+  view is clicked, with no kernel;
+- notebook 09 in JupyterLab on 127.0.0.1, Run All Cells from the menu: the live attention widget must draw, and
+  moving its layer slider must redraw it.
 
 Uses the system's Chromium (`apt-get install chromium`), never a browser downloaded by `playwright install`.
-Without it the test is skipped locally; under CI (`CI=1`, set by .ci/run) it fails instead, so CI really proves
-that the widget works. Screenshots go to the test's temporary folder (pytest keeps the last few sessions' folders)."""
+Without it (or without Sphinx, for the site) the tests are skipped locally; under CI (`CI=1`, set by .ci/run) they
+fail instead, so CI really proves that the site and the widget work. Screenshots go to the test's temporary folder
+(pytest keeps the last few sessions' folders)."""
 
+import importlib.util
 import io
 import json
 import os
+import re
 import secrets
 import socket
 import subprocess
@@ -187,3 +196,131 @@ def test_attention_widget_in_jupyterlab(playwright_api, jupyter_lab, tmp_path):
     assert after != before, "moving the layer slider did not change the widget"
     for shot in (before, after):
         assert distinct_colours(shot) > 100, "the widget's screenshot is (almost) blank"
+
+
+# ------------------------------------------------------------------------------------------------------ the website
+
+SITE_COMMAND = ["-m", "sphinx", "-q", "-W", "--keep-going", "-c", "docs", "."]  # the README's, warnings as errors
+# the tags that make a browser fetch something: none may point outside the site
+FETCHES = re.compile(
+    r"<(?:script|img|iframe|source|audio|video)\b[^>]*\bsrc=\"(?:https?:)?//|<link\b[^>]*\bhref=\"(?:https?:)?//"
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    "The website, built as the README builds it (warnings are errors here), into a temporary folder."
+    missing = [name for name in ("sphinx", "myst_nb", "sphinx_book_theme") if importlib.util.find_spec(name) is None]
+    if missing:
+        missing_tool(f"{', '.join(missing)} not installed: pip install -r requirements.txt")
+    out = tmp_path_factory.mktemp("site") / "html"
+    done = subprocess.run(
+        [sys.executable, *SITE_COMMAND, str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"the site did not build cleanly:\n{done.stdout[-2000:]}{done.stderr[-4000:]}"
+    return out
+
+
+def site_pages(site: Path) -> list[Path]:
+    "Every page a reader opens: the course, the results pages and reports, search and the index."
+    return [
+        p for p in sorted(site.rglob("*.html")) if p.parts[len(site.parts)] != "_static" and p != site / "index.html"
+    ]
+
+
+def test_the_site_is_built_from_the_saved_notebooks_and_loads_nothing_from_elsewhere(site):
+    "A page for each notebook with its .ipynb to download, the README's command in it, no tag that fetches outside."
+    assert SITE_COMMAND[1:] == ["sphinx", "-q", "-W", "--keep-going", "-c", "docs", "."]
+    assert "python -m sphinx -q -c docs . docs/_build/html" in (ROOT / "README.md").read_text(encoding="utf-8")
+    for notebook in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        page = site / "notebooks" / f"{notebook.stem}.html"
+        assert page.is_file() and (site / "_sources" / "notebooks" / notebook.name).is_file(), notebook.name
+        assert f"{notebook.name}" in page.read_text(encoding="utf-8"), f"{page.name} does not link its notebook"
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert not FETCHES.search(text), f"{page} loads {FETCHES.search(text).group(0)}"
+        assert "require.js" not in text and "widget-view+json" not in text, f"{page} needs a widget manager"
+    assert "bertlib-explorer" in (site / "notebooks" / "09_attention_maps.html").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def offline_page(playwright_api, site):
+    """A Chromium page that may load only the site's files: every other request is blocked and recorded, and so is
+    every console error. Yields (page, blocked, errors)."""
+    base = site.as_uri()
+    blocked, errors = [], []
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+
+        def route(request_route):
+            url = request_route.request.url
+            if url.startswith((base, "data:")):
+                request_route.continue_()
+            else:
+                blocked.append(url)
+                request_route.abort()
+
+        context.route("**/*", route)
+        page = context.new_page()
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        try:
+            yield page, blocked, errors
+        finally:
+            browser.close()
+
+
+def test_every_page_of_the_site_works_offline(offline_page, site):
+    page, blocked, errors = offline_page
+    pages = site_pages(site)
+    assert len(pages) >= 13 + 9, [p.name for p in pages]
+    for path in pages:
+        page.goto(path.as_uri(), wait_until="load")
+        where = path.relative_to(site)
+        if page.locator(".math").count():
+            page.wait_for_function("document.querySelectorAll('mjx-container').length > 0", timeout=30_000)
+            assert not page.locator(".math:not(:has(mjx-container))").count(), f"{where}: math left untypeset"
+        broken = page.evaluate(
+            "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"
+        )
+        assert not broken, f"{where}: images that did not load: {broken}"
+        assert not blocked and not errors, f"{where}: blocked {blocked}, console errors {errors}"
+    page.goto((site / "search.html").as_uri() + "?q=softmax", wait_until="load")
+    page.locator("#search-results li").first.wait_for(timeout=30_000)
+    found = page.locator("#search-results li a").all_inner_texts()
+    assert any("Self-attention" in title or "attention" in title.lower() for title in found), found
+    page.goto((site / "index.html").as_uri(), wait_until="load")  # the site's root opens the course
+    page.wait_for_url("**/docs/index.html", timeout=10_000)
+    assert not blocked and not errors, f"search and the root: blocked {blocked}, console errors {errors}"
+
+
+def test_the_attention_explorer_changes_its_picture_with_no_kernel(offline_page, site, tmp_path):
+    "Notebook 09's page: clicking another head, view, layer or a thumbnail of the model view shows another picture."
+    page, blocked, errors = offline_page
+    page.goto((site / "notebooks" / "09_attention_maps.html").as_uri(), wait_until="load")
+    explorer = page.locator(".bertlib-explorer").first
+    explorer.scroll_into_view_if_needed()
+
+    def shown() -> str:
+        (key,) = explorer.locator(".bx-view:not([hidden])").evaluate_all("views => views.map(v => v.dataset.key)")
+        return key
+
+    pictures = {shown(): explorer.screenshot()}
+    clicks = [
+        ('button[data-set="head"][data-value="2"]', "heatmap/0/2"),
+        ('button[data-set="view"][data-value="head view"]', "head view/0/2"),
+        ('button[data-set="layer"][data-value="3"]', "head view/3/2"),
+        ('button[data-set="view"][data-value="model view"]', "model view"),
+        ('button[data-layer="1"][data-head="3"]', "heatmap/1/3"),
+    ]
+    assert list(pictures) == ["heatmap/0/mean"]
+    for selector, expected in clicks:
+        explorer.locator(selector).click()
+        assert shown() == expected, f"after {selector}: {shown()}"
+        picture = explorer.screenshot()
+        (tmp_path / f"explorer-{len(pictures)}.png").write_bytes(picture)
+        assert picture not in pictures.values(), f"{selector} left the picture as it was"
+        assert distinct_colours(picture) > 50, f"{expected} is (almost) blank"
+        pictures[expected] = picture
+    assert not blocked and not errors, f"blocked {blocked}, console errors {errors}"

@@ -1,11 +1,10 @@
-"""The studies in experiments/: each script runs end to end in its smallest mode (`--smoke`) into a temporary folder
-and writes its results, report and README block there; the recipe study's probes are the library's attention
-analyses (`bertlib.viz.attention`), equal to the definitions they replaced; the GPU plan's packing and notebook runner
-work (the plan itself: tests/test_gpu_plan.py).
+"""The studies in experiments/: each script runs end to end in its smallest mode (`--smoke`) into a temporary folder and
+writes its results and report there, never its page's block (a trial's results are not published); the recipe study's
+probes are the library's attention analyses (`bertlib.viz.attention`), equal to the definitions they replaced; the
+GPU plan's packing and notebook runner work (the plan itself: tests/test_gpu_plan.py).
 
 The studies are scripts, run here as they are run by hand (`python experiments/NAME.py`); the one unit test imports
-`recipe_study` the way the scripts import each other, with experiments/ on the path.
-"""
+`recipe_study` the way the scripts import each other, with experiments/ on the path."""
 
 import importlib
 import json
@@ -42,32 +41,42 @@ def study(script: str, *args: str | Path) -> str:
 
 
 @pytest.fixture
-def readme(tmp_path) -> Path:
-    "A copy of the project's README, for the studies to rewrite their blocks in."
-    copy = tmp_path / "README.md"
-    copy.write_text((ROOT / "README.md").read_text())
+def pages(tmp_path) -> Path:
+    "A copy of the site's pages, for the studies to rewrite their blocks in."
+    copy = tmp_path / "docs"
+    copy.mkdir()
+    for page in (ROOT / "docs").glob("*.md"):  # the pages only: a study's folder under it is not one
+        (copy / page.name).write_text(page.read_text())
     return copy
 
 
-def block(readme: Path, name: str) -> str:
-    "The generated block `name` of `readme`."
-    return readme.read_text().split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
+def block(page: Path, name: str) -> str:
+    "The generated block `name` of `page`."
+    return page.read_text().split(f"<!-- {name}:start -->")[1].split(f"<!-- {name}:end -->")[0]
 
 
-def test_recipe_study_runs_checks_times_and_reports(tmp_path, readme):
+def unchanged(pages: Path) -> bool:
+    "Whether every copied page still reads as the site's own: a trial's results never reach a page."
+    return all(page.read_text() == (ROOT / "docs" / page.name).read_text() for page in pages.glob("*.md"))
+
+
+def test_recipe_study_runs_checks_times_and_reports(tmp_path, pages):
     out = tmp_path / "recipe"
     study("recipe_study.py", "run", "default", "combo-b8", "--smoke", "--out", out)
     result = json.loads((out / "results" / "default@third.json").read_text())
     assert result["steps"] == 4 and result["log"][-1]["step"] == 4
+    assert result["provenance"]["mode"] == "trial"
     assert [e["step"] for e in result["evaluations"]] == [0, 1, 2, 3, 4, 4]  # the subset at every step, then all
     assert 0 < result["evaluations"][1]["attention_entropy_bits_per_layer"][0] < math.log2(128)
     assert "repeats all 2 results" in study("recipe_study.py", "check", "--out", out)
     study("recipe_study.py", "speed", "default", "--smoke", "--out", out)
-    study("recipe_report.py", "--out", out, "--readme", readme)
+    study("recipe_report.py", "--out", out, "--page", pages / "cpu-recipes.md")
     for name in ("README.md", "curves.png", "plateau.png", "speed.json"):
         assert (out / name).stat().st_size > 0
-    assert "| `combo-b8` |" in (out / "README.md").read_text()
-    assert block(readme, "recipe-study") != block(ROOT / "README.md", "recipe-study")
+    assert (
+        "| `combo-b8` |" in (out / "README.md").read_text() and "**Not published**" in (out / "README.md").read_text()
+    )
+    assert unchanged(pages)
 
 
 def test_recipe_study_refuses_a_smoke_run_into_its_own_folder():
@@ -77,56 +86,70 @@ def test_recipe_study_refuses_a_smoke_run_into_its_own_folder():
         text=True,
         capture_output=True,
     )
-    assert done.returncode == 2 and "--smoke writes a tiny result" in done.stderr
+    assert done.returncode == 2 and "--smoke writes a trial result" in done.stderr
 
 
-def test_finetune_study(tmp_path, readme, task_data):
+def test_finetune_study(tmp_path, pages, task_data):
     "An earlier slice and a full-data plan at their smallest; the report says which plans it still lacks."
     out = tmp_path / "finetune"
-    study("finetune_study.py", "run", "sst2-lr3e-5", "rte-full", "--smoke", "--out", out, "--readme", readme)
+    study(
+        "finetune_study.py",
+        "run",
+        "sst2-lr3e-5",
+        "rte-full",
+        "--smoke",
+        "--out",
+        out,
+        "--page",
+        pages / "finetuning.md",
+    )
     names = {p.name for p in (out / "results").iterdir()}
     # each start's seed 0 at both learning rates, then the other pre-trained seeds at the rate chosen
     assert {f"rte-full-lr{lr:g}-{init}-s0.json" for lr in (1e-4, 3e-4) for init in ("pretrained", "random")} <= names
     assert len([n for n in names if re.fullmatch(r"rte-full-lr0\.000[13]-pretrained-s[12]\.json", n)]) == 2
     assert {"sst2-lr3e-5-pretrained-s0.json", "sst2-lr3e-5-random-s0.json"} <= names and len(names) == 8
-    finetune = block(readme, "finetune")
+    study_readme = (out / "README.md").read_text()
+    finetune = study_readme.split("## Learning rates tried")[0]
     assert "| RTE accuracy (`rte-full`) |" in finetune and "(`sst2-lr3e-5`)" not in finetune
     assert "`sst2-full`: no results yet" in finetune and "`squad-full`: no results yet" in finetune
-    study_readme = (out / "README.md").read_text()
+    assert "**Not published**" in finetune and unchanged(pages)
     assert "## Learning rates tried" in study_readme and "| SST-2 accuracy (`sst2-lr3e-5`) |" in study_readme
     assert (out / "curves.png").stat().st_size > 0
 
 
-def test_distil_study(tmp_path, readme, task_data):
+def test_distil_study(tmp_path, pages, task_data):
     out = tmp_path / "distil"
-    study("distil_study.py", "run", "--report", "--smoke", "--out", out, "--readme", readme)
-    assert (out / "results" / "student.json").exists() and (out / "README.md").exists()
-    assert "| student | 2 |" in block(readme, "distil")
+    study("distil_study.py", "run", "--report", "--smoke", "--out", out, "--page", pages / "distillation.md")
+    assert (out / "results" / "student.json").exists()
+    assert "| student | 2 |" in (out / "README.md").read_text() and unchanged(pages)
 
 
-def test_variants_study(tmp_path, readme, task_data):
+def test_variants_study(tmp_path, pages, task_data):
     out = tmp_path / "variants"
-    study("variants_study.py", "run", "bert", "--smoke", "--out", out, "--readme", readme)
-    study("variants_study.py", "rte", "bert", "--report", "--smoke", "--out", out, "--readme", readme)
+    page = pages / "variants.md"
+    study("variants_study.py", "run", "bert", "--smoke", "--out", out, "--page", page)
+    study("variants_study.py", "rte", "bert", "--report", "--smoke", "--out", out, "--page", page)
     result = json.loads((out / "results" / "bert.json").read_text())
     assert set(result["scores"]) == {"64", "128"} and "rte" in result
-    assert (out / "curves.png").exists() and "| `bert` |" in block(readme, "variants")
-    assert "Not run yet, so not in the table: `rope`, `pre-ln`," in block(readme, "variants")
+    report = (out / "README.md").read_text()
+    assert (out / "curves.png").exists() and "| `bert` |" in report
+    assert "Not run yet, so not in the table: `rope`, `pre-ln`," in report and unchanged(pages)
 
 
-def test_course_model_card(tmp_path, readme):
+def test_course_model_card(tmp_path, pages):
     out = tmp_path / "card"
-    study("course_model.py", "--smoke", "--out", out, "--readme", readme)
-    study("course_model.py", "--card", "--out", out, "--readme", readme)
+    study("course_model.py", "--smoke", "--out", out, "--page", pages / "course-model.md")
+    study("course_model.py", "--card", "--out", out, "--page", pages / "course-model.md")
     (kept,) = (ROOT / "models" / "course-mini" / "checkpoints").iterdir()
     assert (out / "evaluation.json").exists() and f"`{kept.name}`" in (out / "README.md").read_text()
-    assert "| validation |" in block(readme, "course-model")
+    assert "| validation |" in (out / "README.md").read_text() and unchanged(pages)
 
 
-def test_gpu_report(tmp_path, readme):
-    study("gpu_report.py", "--out", tmp_path / "gpu", "--readme", readme)
-    assert block(readme, "gpu-pretraining") == block(ROOT / "README.md", "gpu-pretraining")
-    assert (tmp_path / "gpu" / "README.md").read_text() == (ROOT / "docs" / "results" / "gpu" / "README.md").read_text()
+def test_gpu_report(tmp_path, pages):
+    out = pages / "results" / "gpu"  # where the page finds the report, as in docs/
+    study("gpu_report.py", "--out", out, "--page", pages / "gpu-runs.md")
+    assert block(pages / "gpu-runs.md", "gpu-pretraining") == block(ROOT / "docs" / "gpu-runs.md", "gpu-pretraining")
+    assert (out / "README.md").read_text() == (ROOT / "docs" / "results" / "gpu" / "README.md").read_text()
 
 
 def test_pack_run_keeps_the_best_checkpoint_in_float16(tmp_path):

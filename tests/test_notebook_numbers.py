@@ -19,7 +19,7 @@ for 24.35 to 24.45, "5.5M" for 5.45M to 5.55M, "22" for 21.5 to 22.5. It is supp
 
 - a number printed in an output of the same notebook (streams, plain text, the text of HTML) rounds to it; a
   percentage also matches a printed fraction ("49.3%" and 0.493), and a fraction a printed percentage; or
-- a number in a results report has exactly its value: the generated blocks of the README, the reports that the
+- a number in a results report has exactly its value: the generated blocks of the site's pages, the reports that the
   experiments write from their results (`docs/results/**/*.md`, `experiments/*/README.md`), and the course
   model's `README.md`, `evaluation.json` and `config.json`. Only an exact match counts there, and raw logs and
   metric files (`*.jsonl`, `log.txt`, the studies' per-run JSON) are left out: they hold every step number and
@@ -129,9 +129,15 @@ def _outputs_text(cell: dict) -> str:
     return "\n".join(parts)
 
 
+def generated_blocks(root: Path = ROOT) -> list[str]:
+    "The generated blocks of the site's pages (`docs/*.md`), which the results' scripts write from result files."
+    pages = sorted((root / "docs").glob("*.md"))
+    return [m.group(2) for page in pages for m in _GENERATED.finditer(page.read_text(encoding="utf-8"))]
+
+
 def results_values(root: Path = ROOT) -> set[Decimal]:
     "Every number written in the repository's results reports, by value."
-    texts = [m.group(2) for m in _GENERATED.finditer((root / "README.md").read_text(encoding="utf-8"))]
+    texts = generated_blocks(root)
     files = [
         *(root / "docs" / "results").rglob("*.md"),
         *root.glob("experiments/*/README.md"),
@@ -248,3 +254,33 @@ def test_every_number_in_the_prose_was_printed_or_is_cited(path, supported):
         f"{path.name}: numbers that no output of the notebook, no results file and no entry of "
         f"{LITERATURE.name} supports:\n{report}"
     )
+
+
+# the README and the pages of results: every number they state is on a results page or in a results report, cited, in
+# a saved full-mode output of the solutions, or printed by a notebook (the command line's and the survival claims'
+# pages hold settings and exit codes, not results)
+RESULTS_PAGES = [
+    ROOT / "README.md",
+    *(p for p in sorted((ROOT / "docs").glob("*.md")) if p.stem not in ("command-line", "runs-that-survive")),
+]
+
+
+@pytest.mark.parametrize("page", RESULTS_PAGES, ids=[p.name for p in RESULTS_PAGES])
+def test_every_number_on_the_readme_and_the_results_pages_is_measured_or_cited(page, supported):
+    results, literature = supported
+    solutions = {
+        n.value for p in (ROOT / "solutions" / "outputs").glob("*.txt") for n in numbers_in_text(p.read_text())
+    }
+    printed = [
+        n
+        for path in NOTEBOOKS
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+        if cell["cell_type"] == "code"
+        for n in numbers_in_text(_outputs_text(cell))
+    ]
+    missing = [
+        f"'{number.text}' in '...{sentence}...'"
+        for number, sentence in prose_numbers(_GENERATED.sub(" ", page.read_text(encoding="utf-8")))
+        if number.value not in results | literature | solutions and not any(_rounds_to(p, number) for p in printed)
+    ]
+    assert not missing, f"{page.name}: numbers that no result, citation or output supports:\n" + "\n".join(missing)

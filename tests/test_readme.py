@@ -48,3 +48,20 @@ def test_the_tour_names_what_each_notebook_exports():
         assert _named(cell) == set().union(*(exports[n] for n in numbers)), f"the row of notebooks {numbers}"
         covered += numbers
     assert sorted(covered) == sorted(exports)
+
+
+def test_notebook_00_gives_the_readme_s_install_command():
+    "The README's main command installs, then runs: notebook 00 tells a reader to install with the same words."
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    main = next(line for line in re.findall(r"```bash\n(.*?)\n```", readme, re.S) if "bertlib pretrain" in line)
+    install = main.split(" && .venv/bin/python")[0]
+    cells = json.loads((ROOT / "notebooks" / "00_setup_and_tour.ipynb").read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    assert install.startswith("python3 -m venv") and f"`{install}`" in text
+
+
+def test_the_readme_is_a_front_door():
+    "At most 150 lines: what the course is, the two commands, how to open it, the course table, a few results."
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 150
+    assert "<!--" not in readme.replace("<!-- overnight CPU pre-training", ""), "generated blocks live on the pages"

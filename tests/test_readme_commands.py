@@ -1,7 +1,8 @@
-"""Every command of the README's command-line block runs as written, only smaller: the commands are read from the
-README, so the two cannot drift apart. They run one after the other in a temporary folder where
-`models/course-mini` is the shipped course model and `google/bert_uncased_L-4_H-256_A-4` a folder laid out as
-that hub repository is (transformers loads a local folder before it asks the hub), so nothing needs the network."""
+"""Every `python -m bertlib` and `torchrun` command of the README and of the site's pages (`docs/*.md`) runs as written,
+only smaller: the commands are read from their ```bash blocks, so the text and the code cannot drift apart. They run
+one after the other in a temporary folder where `models/course-mini` is the shipped course model and
+`google/bert_uncased_L-4_H-256_A-4` a folder laid out as that hub repository is (transformers loads a local folder
+before it asks the hub), so nothing needs the network."""
 
 import os
 import re
@@ -47,12 +48,20 @@ LENGTHS = ("--max-steps", "--epochs", "--time-budget")
 MADE_FIRST = {"runs/squad": "python -m bertlib finetune squad --from models/course-mini --output-dir runs/squad"}
 
 
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
 def readme_commands() -> list[str]:
-    "The lines of the README's command-line block, comments removed."
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"## The command line\n+```bash\n(.*?)\n```", readme, re.S)
-    assert block, "the README has no ```bash block under '## The command line'"
-    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    """The `python -m bertlib` and `torchrun` lines of every ```bash block of the README and the pages, comments
+    removed, in the order they are written (the install-and-run commands of the README are its two commands, run by
+    CI itself)."""
+    lines = [
+        line.split("  #")[0].strip()
+        for page in PAGES
+        for block in re.findall(r"```bash\n(.*?)\n```", page.read_text(encoding="utf-8"), re.S)
+        for line in block.splitlines()
+    ]
+    return [line for line in lines if line.startswith(("python -m bertlib ", "torchrun "))]
 
 
 def tiny(command: str) -> list[str]:

@@ -1,10 +1,11 @@
-"""bertlib.viz.attention and bertlib.viz.widget: the pictures show exactly the model's attentions, the widget follows
-its controls, pairs mark their boundary, the longest inputs render in every view, and saved files are self-contained and
-reproducible."""
+"""bertlib.viz.attention, bertlib.viz.render and bertlib.viz.widget: the pictures show exactly the model's attentions,
+the widget follows its controls, pairs mark their boundary, the longest inputs render in every view, saved files are
+self-contained and reproducible, and the explorer carries every view of its sentence."""
 
 import base64
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,13 +25,13 @@ from bertlib.viz.attention import (
     head_entropy,
     head_scores,
     head_view_lines,
-    head_view_svg,
     plot_attention,
     plot_attention_grid,
     segment_starts,
     select_attention,
     stack_attentions,
 )
+from bertlib.viz.render import head_view_svg
 from bertlib.viz.widget import VIEWS, attention_widget
 
 TEXT_A, TEXT_B = "the big cat sat on the mat", "a small dog jumped quickly over the log"
@@ -303,3 +304,25 @@ def test_the_scores_written_on_the_bars_cross_no_reference_line_and_no_error_bar
     for text in means:
         box = text.get_window_extent(renderer)
         assert not any(box.overlaps(piece) for piece in pieces), text.get_text()
+
+
+def test_the_explorer_carries_every_view_of_its_sentence_and_nothing_from_elsewhere():
+    """Every layer and head (and each layer's mean) as a heatmap and a head view, and the model view; no file or
+    address outside it; the same bytes for the same input; under 3 MB for the course model's pair of notebook 09."""
+    import bertlib
+
+    model, tokenizer = bertlib.load_model(ROOT / "models" / "course-mini")
+    widget = attention_widget(model, tokenizer, "The cat sat on the mat.", "It was an unbelievably comfortable mat.")
+    html = widget.explorer_html()
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    keys = re.findall(r'class="bx-view" data-key="([^"]+)"', html)
+    every_head = ["mean", *map(str, range(heads))]
+    views = [
+        f"{view}/{layer}/{head}" for view in ("heatmap", "head view") for layer in range(layers) for head in every_head
+    ]
+    assert sorted(keys) == sorted([*views, "model view"])
+    assert html.count('data-layer="') == layers * heads  # a thumbnail of the model view per head
+    outside = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert not re.search(r'(src|href)="(?!data:)', outside) and "http" not in outside
+    assert html == widget.explorer_html() and len(html.encode()) < 3 * 2**20
+    widget.close()

@@ -87,17 +87,20 @@ class CpuShare:
         return max(0.0, busy - (now[1] - own) / (now[2] - wall))
 
 
+def cpu_model() -> str:
+    "The CPU's model name, as Linux reports it (or what `platform` knows elsewhere)."
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
 def machine() -> str:
     "This machine in a line: CPU model and cores, GPU if any, torch version (notebooks print it with their results)."
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return f"{cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}"
+    return f"{cpu_model()}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}"
 
 
 def command_line(*words: str | os.PathLike) -> str:

@@ -1,12 +1,12 @@
 """The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views
 (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and
-HTML export.
+HTML export, and its explorer (`AttentionWidget.explorer`): every view drawn beforehand, for where no kernel runs.
 
 Written by hand; notebook 09 presents it. It needs `ipywidgets` (the `notebooks` extra); the analyses and
 static plots of `bertlib.viz.attention` do not.
 """
 
-__all__ = ["VIEWS", "html_page", "png_img", "AttentionWidget", "attention_widget"]
+__all__ = ["VIEWS", "html_page", "AttentionWidget", "attention_widget"]
 
 import base64
 import os
@@ -14,6 +14,7 @@ from html import escape
 from pathlib import Path
 
 import torch
+from IPython.display import HTML
 from matplotlib.figure import Figure
 from tokenizers import Tokenizer
 from torch import nn
@@ -30,14 +31,12 @@ from ..utils.checks import check_choice
 from ..utils.files import atomic_write
 from .attention import (
     attention_maps,
-    figure_png,
-    head_view_svg,
     plot_attention,
     plot_attention_grid,
     plot_head_view,
     select_attention,
-    thumbnail_png,
 )
+from .render import explorer_html, figure_png, head_view_svg, png_img, thumbnail_png
 
 VIEWS = ("heatmap", "head view", "model view")
 
@@ -49,11 +48,6 @@ def html_page(title: str, body: str) -> str:
         f'</head>\n<body style="font-family: sans-serif">\n<h1 style="font-size: 1.2em">{escape(title)}</h1>\n'
         f"{body}\n</body>\n</html>\n"
     )
-
-
-def png_img(png: bytes, alt: str) -> str:
-    "An <img> that carries its PNG inline (a data URI), so the page needs no other file."
-    return f'<img alt="{escape(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
 
 
 class AttentionWidget(widgets.VBox):
@@ -199,6 +193,17 @@ class AttentionWidget(widgets.VBox):
         else:
             body = png_img(self.to_png(), self.title)
         return html_page(self.title, f"<p>{escape(texts)}</p>\n{body}")
+
+    def explorer_html(self) -> str:
+        """The widget's sentence in every layer, head and view, drawn beforehand into one self-contained HTML
+        fragment that plain JavaScript switches (`bertlib.viz.render.explorer_html`): it works in a saved notebook
+        and on a website, where no kernel redraws the widget."""
+        texts = self.text_a.value if self.text_b is None else f"A: {self.text_a.value} | B: {self.text_b.value}"
+        return explorer_html(self.maps, texts, self.min_weight)
+
+    def explorer(self) -> HTML:
+        "The explorer (`explorer_html`) as a notebook output."
+        return HTML(self.explorer_html())
 
     def save_png(self, path: str | os.PathLike) -> Path:
         "Write the current view to `path` as PNG."

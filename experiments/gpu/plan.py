@@ -51,6 +51,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs"))  # docs/publish.py: what a published result must say of itself
+import publish  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 STAGE = ROOT / ".gpu"  # gitignored; the device calls carry it: `carry: [".gpu"]`
 DATA_FOLDERS = ("wikitext/wikitext-2-v1", "glue/SST-2", "glue/RTE", "conll2003", "squad")  # what bertlib reads
@@ -574,6 +577,8 @@ def collect(folder: Path, dry: bool) -> list[str]:
     logs = [path.read_text().split("\n", 1)[0] for path in folder.glob("log-*.txt")]
     if not dry and any(DRY_MARK in line for line in logs):
         raise PlanError(f"{folder} holds a dry run's results: they go into a checkout only with --dry-run")
+    for path in sorted(folder.glob("*_step-cuda*.json")) if not dry else ():
+        gpu_result(path)
     results = ROOT / "docs" / "results" / "gpu"
     archive = folder / "course-mini.tar.gz"
     placed, then = [], []
@@ -584,7 +589,7 @@ def collect(folder: Path, dry: bool) -> list[str]:
             shutil.copy2(folder / "log-course.txt", record / "log.txt")
         placed.append(f"{archive.name} -> models/course-mini and {record.relative_to(ROOT)}")
         then += [
-            "python experiments/course_model.py  # scores the new model, rewrites its card and the README block",
+            "python experiments/course_model.py  # scores the new model, rewrites its card and docs/course-model.md",
             f"python experiments/gpu_report.py  # after adding {record.name} to its SESSIONS",
         ]
     for path in sorted(folder.iterdir()):
@@ -600,7 +605,7 @@ def collect(folder: Path, dry: bool) -> list[str]:
             target = results / f"plan-{path.name}"
         elif path.name.startswith(("train_step-cuda", "finetune_step-cuda")):
             target = ROOT / "benchmarks" / "results" / path.name
-            then.append("python benchmarks/report.py  # the README's speed tables")
+            then.append("python benchmarks/report.py  # the speed tables of docs/speed.md")
         elif path.name == "profile-base-after.txt":
             target = results / path.name
         elif path.name == "finetune-runs.tar.gz":
@@ -616,6 +621,22 @@ def collect(folder: Path, dry: bool) -> list[str]:
         placed.append(f"{path.name} -> {target.relative_to(ROOT)}")
     print("\n".join(placed))
     return list(dict.fromkeys(then))
+
+
+def gpu_result(path: Path) -> None:
+    """Refuse a benchmark's result that its file does not show to be a GPU run's: measured on a cuda device, in full
+    mode (`docs/publish.py`). A log beside it proves nothing: the file is what the page would be made of."""
+    try:
+        data = publish.read_result(path, ("machine",))
+    except publish.MissingResults as err:
+        raise PlanError(str(err)) from None
+    device = (data["machine"] or {}).get("device")
+    mode = (data.get("provenance") or {}).get("mode", "an unrecorded")
+    if device != "cuda" or mode != "full":
+        raise PlanError(
+            f"{path} was measured on {device} in {mode} mode: only a GPU run's full-mode results are collected "
+            "(a dry run's go into a checkout with --dry-run), so nothing was put in place"
+        )
 
 
 def install_course_model(archive: Path, dry: bool) -> dict:
