@@ -39,6 +39,7 @@ PAGES = {
     "variants": DOCS / "variants.md",
     "distil": DOCS / "distillation.md",
     "recipe-study": DOCS / "cpu-recipes.md",
+    "cpu-overnight": DOCS / "cpu-overnight.md",
     "gpu-pretraining": DOCS / "gpu-runs.md",
     "course-model": DOCS / "course-model.md",
 }

@@ -227,3 +227,28 @@ def test_probes_are_the_definitions_they_replaced_in_bits(recipe_study, fast_tok
     assert probes["max_head_prev_token_attention"] == pytest.approx(float(prev.max()), rel=1e-5)
     torch.testing.assert_close(torch.tensor(probes["mean_attention_to_cls_sep_per_layer"]), to_special.mean(-1))
     assert recipe_study.word_ids(["[CLS]", "the", "play", "##ing", "[MASK]", "[SEP]"]) == [None, 0, 1, 1, None, None]
+
+
+def test_the_overnight_reader_joins_probes_to_a_run_and_publishes_only_a_finished_full_run(tmp_path):
+    """experiments/cpu_overnight.py on a run trained here: each validation gets notebook 07's probes from the
+    checkpoint of its step; a run shorter than the overnight budget is a trial, refused where published results live."""
+    run = tmp_path / "run"
+    subprocess.run(
+        [sys.executable, "-m", "bertlib", "pretrain", "--preset", "tiny", "--max-steps", "4", "--batch-size", "4",
+         "--eval-every", "2", "--save-every", "2", "--eval-batches", "1", "--keep-checkpoints", "10",
+         "--output-dir", str(run)],
+        cwd=ROOT, check=True, capture_output=True,
+    )  # fmt: skip
+    out = tmp_path / "results" / "cpu-overnight"
+    study("cpu_overnight.py", "read", run, "--out", out)
+    valid = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"split"' in line]
+    assert [r["step"] for r in valid] == [2, 4] and all(len(r["attention_entropy"]) == 2 for r in valid)
+    made = json.loads((out / "run.json").read_text())
+    assert made["provenance"]["mode"] == "trial" and made["finished"] and made["command"].startswith("python -m")
+    refused = subprocess.run(
+        [sys.executable, str(EXPERIMENTS / "cpu_overnight.py"), "read", str(run), "--out",
+         str(ROOT / "docs" / "results" / "cpu-overnight-trial")],
+        cwd=ROOT, text=True, capture_output=True,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "less than 8 hours" in refused.stderr
+    assert not (ROOT / "docs" / "results" / "cpu-overnight-trial").exists()
