@@ -165,7 +165,8 @@ def run_block(folder: Path) -> str:
         [
             f"### `{folder.name}`",
             "",
-            f"`{made['command']}` on {how['machine']}, {made['threads']} thread, started at commit `{made['trained_at']}`"
+            f"`{made['command']}` on {how['machine']}, {made['threads']} thread, "
+            f"started at commit `{made['trained_at']}`"
             f" ({made['steps']:,} of {made['max_steps']:,} steps in {made['hours']:.1f} hours of training; {ended}). "
             f"Target (validation perplexity <= 100 and NSP >= 75% within 8 hours): {verdict(valid)}.",
             "",

@@ -15,7 +15,7 @@ def code_cells(path: Path) -> list[tuple[str, ast.Module]]:
     cells = []
     for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
         if cell["cell_type"] == "code":
-            source = "\n".join(line for line in "".join(cell["source"]).splitlines() if not line.lstrip()[:1] in "%!")
+            source = "\n".join(line for line in "".join(cell["source"]).splitlines() if line.lstrip()[:1] not in "%!")
             cells.append((cell["id"], ast.parse(source)))
     return cells
 
