@@ -339,10 +339,19 @@ def train_tokenizer(
         show_progress=show_progress,
         continuing_subword_prefix=CONTINUATION,
     )
-    tokenizer.train_from_iterator(texts, trainer)
-    # The trainer breaks ties in hash order, which changes from process to process: the same pieces come
-    # out in a different order. WordPiece only asks whether a piece is in the vocabulary, so sorting it
-    # loses nothing and makes the ids reproducible.
+    # Threads count the words in whatever order they finish, and that order decides which of two equally
+    # frequent pairs is merged first: the last pieces to fit could change from run to run. One thread keeps them.
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        tokenizer.train_from_iterator(texts, trainer)
+    finally:
+        if before is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+    # The pieces still come out in hash order, which changes from process to process. WordPiece only asks
+    # whether a piece is in the vocabulary, so sorting it loses nothing and makes the ids reproducible.
     pieces = sorted(set(tokenizer_vocab(tokenizer)) - set(SPECIAL_TOKENS))
     return tokenizer_from_vocab([*SPECIAL_TOKENS, *pieces], lowercase)
 
