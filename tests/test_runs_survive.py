@@ -523,3 +523,35 @@ def test_claim_sigterm_ends_a_run_before_its_first_step_and_frees_its_folder(tin
         else ["pretrain", *tiny, "--output-dir", str(run)]
     )
     assert main([*again, "--max-steps", "1"]) == 0  # no lock is left behind
+
+
+# ------------------------------------------------------------------------- no command writes into another's run
+def test_claim_runs_never_hold_another_commands_output(pretrained, fast_tokenizer, tmp_path, capsys):
+    "README: `prepare` refuses a run, or a folder in one; a run whose tokenizer was swapped is refused by every reader."
+    run = copy(pretrained, tmp_path / "run")
+    sst2 = made_run(tmp_path / "sst2", fast_tokenizer, FinetuneConfig(task="sst2", source="x", max_steps=1))
+    save_checkpoint(sst2 / "best", build_model(load_run(sst2)[0], load_run(sst2)[1]), {"step": 1, "scores": {}}, 1)
+    before = {p: p.read_bytes() for p in [*run.rglob("*"), *sst2.rglob("*")] if p.is_file()}
+    for out in (run, sst2 / "best", run / "checkpoints"):
+        assert main(["prepare", "--output-dir", str(out), "--cased", "--overwrite", "--vocab-size", "64"]) == 2
+        assert "the bertlib run folder" in one_line_error(capsys)
+    assert {p: p.read_bytes() for p in [*run.rglob("*"), *sst2.rglob("*")] if p.is_file()} == before
+
+    # the tokenizer a user's `prepare --cased` made, of the same size, copied over the run's own
+    size = str(fast_tokenizer.get_vocab_size())
+    assert main(["prepare", "--output-dir", str(tmp_path / "cased"), "--cased", "--vocab-size", size]) == 0
+    for name in ("tokenizer.json", "vocab.txt"):
+        shutil.copyfile(tmp_path / "cased" / name, run / name)
+    capsys.readouterr()
+    for args in (
+        ["fill-mask", str(run), "the united [MASK] of america ."],
+        ["evaluate", str(run), "--json"],
+        ["info", str(run)],
+        ["export-hf", str(run), str(tmp_path / "hf")],
+        ["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "6"],
+        ["finetune", "sst2", "--from", str(run), "--output-dir", str(tmp_path / "tuned"), "--max-steps", "1"],
+    ):
+        assert main(args) == 2, args
+        err = one_line_error(capsys)
+        assert f"{run / 'tokenizer.json'} is not the tokenizer the run was made with" in err, err
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "tuned").exists()

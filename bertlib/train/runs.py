@@ -3,17 +3,21 @@ crash never leaves a broken file, and read back with clear errors (`RunError`; `
 loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.train.checkpoints`'.
 
     runs/<name>/
-      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig, "data": {...}}
+      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig, "data": {...},
+                                "tokenizer": {"sha256": ...}}
                                (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
-                               student: "recipe": "distil" and a DistilConfig; "data": what it learns from)
+                               student: "recipe": "distil" and a DistilConfig; "data": what it learns from;
+                               "tokenizer": the fingerprint of its tokenizer.json, checked by every reader)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png           (`bertlib.viz.attention.plot_metrics`)
       checkpoints/step-0001000/   (`bertlib.train.checkpoints`)
       best/checkpoints/step-0000300/   a fine-tuning run's best validation so far
 
-A run never holds another (`check_outside_runs`): a run's writer replaces and deletes folders of its own, which
-would take a run inside with them.
+A run never holds another command's output (`check_outside_runs`): a run's writer replaces and deletes folders of
+its own, which would take a run inside with them, and a tokenizer written into a run would change what its model
+reads. A run whose tokenizer was replaced all the same is refused by every reader (`read_run`). How a run is made and
+resumed is `bertlib.train.lifecycle`'s.
 
 Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
 """
@@ -32,22 +36,19 @@ __all__ = [
     "full_disk_error",
     "writing_into",
     "resume_command",
+    "tokenizer_fingerprint",
     "write_run_config",
-    "check_new_run",
     "create_run",
     "check_vocabulary",
     "load_run",
     "read_run",
     "SavedRun",
-    "RESUMABLE_FIELDS",
-    "MOVABLE_FIELDS",
-    "absolute_references",
-    "resumed_config",
     "trained_length",
 ]
 
 import dataclasses
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -120,10 +121,10 @@ def _run_below(path: Path) -> Path | None:
 
 
 def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = False, below: bool = True) -> None:
-    """Raise a RunError unless `path` may be written by `what` (a run's writer, an export): it is not inside a bertlib
-    run folder, whose writer replaces and deletes folders of its own, and (with `below`, for a folder `what` may
-    replace) holds none below it, which `what` would replace or delete. With `own_run`, `path` itself may be a run
-    (the one that `what` resumes). Every command that writes a folder calls it, so that runs never nest."""
+    """Raise a RunError unless `path` may be written by `what` (a run's writer, an export, a tokenizer): it is not
+    inside a bertlib run folder, whose writer replaces and deletes folders of its own, and (with `below`, for a folder
+    `what` may replace) holds none below it, which `what` would replace or delete. With `own_run`, `path` itself may be
+    a run (the one that `what` resumes). Every command that writes a folder calls it, so that runs never nest."""
     path = Path(path)
     resolved = path.resolve()
     outer = next((p for p in resolved.parents if is_run_folder(p)), None)
@@ -131,8 +132,9 @@ def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = Fa
         outer = resolved
     if outer is not None:
         raise RunError(
-            f"{path} is, or is inside, the bertlib run folder {outer}, which {what} must not write into (a run "
-            f"replaces and deletes folders of its own); choose a folder outside any run"
+            f"{path} is, or is inside, the bertlib run folder {outer}, which {what} must not write into (a run's "
+            f"writer replaces and deletes folders of its own, and its model reads its own tokenizer); choose a folder "
+            f"outside any run"
         )
     inner = _run_below(resolved) if below and resolved.is_dir() else None
     if inner is not None:
@@ -225,44 +227,40 @@ def _read_run_config(run_dir: Path) -> dict:
             "model": BertConfig.from_dict(saved["model"]),
             "training": training.from_dict(saved["training"]),
             "data": saved.get("data"),
+            "tokenizer": (saved.get("tokenizer") or {}).get("sha256"),
         }
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
+
+
+def tokenizer_fingerprint(run_dir: str | os.PathLike) -> str:
+    "The SHA-256 of a run's `tokenizer.json`, which its `config.json` records, so that a swapped tokenizer is caught."
+    return hashlib.sha256((Path(run_dir) / "tokenizer.json").read_bytes()).hexdigest()
 
 
 def write_run_config(
     run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, data: dict | None = None
 ) -> None:
-    "Write a run's `config.json` (creating the folder if needed), with the fingerprint of its training `data` if given."
+    """Write a run's `config.json` into its folder, which holds its tokenizer already, with the fingerprints of its
+    training `data` (if given) and of its tokenizer."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
     fingerprint = {} if data is None else {"data": data}
     atomic_write(
         run_dir / "config.json",
         json.dumps(
-            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict(), **fingerprint},
+            {
+                "format": RUN_FORMAT,
+                **recipe,
+                "model": model_config.to_dict(),
+                "training": cfg.to_dict(),
+                **fingerprint,
+                "tokenizer": {"sha256": tokenizer_fingerprint(run_dir)},
+            },
             indent=2,
         )
         + "\n",
     )
-
-
-def check_new_run(run_dir: str | os.PathLike) -> None:
-    """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
-    process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise RunError(
-            f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
-            f"continue it, or choose another output folder"
-        )
-    import torch.distributed as dist  # only a torchrun group needs it
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
 
 
 def create_run(
@@ -304,94 +302,39 @@ class SavedRun:
 
 
 def read_run(run_dir: str | os.PathLike) -> SavedRun:
-    "A run's model config, training config, tokenizer and data fingerprint, checked against each other."
+    """A run's model config, training config, tokenizer and data fingerprint, checked against each other: the tokenizer
+    must be the one the run was made with (a run made before runs recorded it is not checked)."""
     run_dir = Path(run_dir)
     saved = _read_run_config(run_dir)
+    file = run_dir / "tokenizer.json"
+    if not file.is_file():
+        raise RunError(f"{file} is missing; restore it from a backup of the run (with vocab.txt beside it)")
     try:
         tokenizer = load_tokenizer(run_dir)
-    except Exception as err:  # the tokenizers library raises its own exception types
-        reason = err.__cause__ or err  # the library's own words, without advice meant for a tokenizer of one's own
+    except ValueError as err:
+        raise RunError(f"{file} cannot be loaded ({_first_words(err.__cause__ or err)}); {_RESTORE}") from err
+    if saved["tokenizer"] is not None and tokenizer_fingerprint(run_dir) != saved["tokenizer"]:
         raise RunError(
-            f"{run_dir / 'tokenizer.json'} cannot be loaded ({str(reason)[:160]}); restore it from a backup of the run"
-        ) from err
+            f"{file} is not the tokenizer the run was made with (config.json records sha256 {saved['tokenizer'][:12]}, "
+            f"the file has {tokenizer_fingerprint(run_dir)[:12]}), so its model would read other tokens; {_RESTORE}"
+        )
     check_vocabulary(tokenizer, saved["model"], str(run_dir))
     return SavedRun(saved["model"], saved["training"], tokenizer, saved["data"])
+
+
+_RESTORE = "put the run's own tokenizer.json (and vocab.txt) back from a backup of the run"
+
+
+def _first_words(err: BaseException, limit: int = 160) -> str:
+    "The first line of an error's message, at most `limit` characters, marked where it was cut."
+    line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
     "A run's model config, training config and tokenizer, checked against each other (`read_run`)."
     saved = read_run(run_dir)
     return saved.model_config, saved.cfg, saved.tokenizer
-
-
-# settings a resumed run may change; all others define what is learned and must stay as they were
-RESUMABLE_FIELDS = (
-    "max_steps",
-    "epochs",
-    "log_every",
-    "eval_every",
-    "eval_batches",
-    "save_every",
-    "keep_checkpoints",
-    "device",
-    "compile",
-    "num_workers",
-    "on_nan",
-    "threads",
-)
-# where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
-# anew once the recorded one is gone
-MOVABLE_FIELDS = ("teacher", "source")
-
-
-def absolute_references(cfg: RunConfig) -> RunConfig:
-    """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
-    the run resumes from any working directory (a hub id stays as it is)."""
-    local = {
-        name: str(Path(value).resolve())
-        for name in MOVABLE_FIELDS
-        if (value := getattr(cfg, name, None)) and Path(value).exists()
-    }
-    return dataclasses.replace(cfg, **local) if local else cfg
-
-
-def resumed_config(
-    run_dir: str | os.PathLike, cfg: RunConfig | dict | None, kind: type, saved: SavedRun | None = None
-) -> tuple[BertConfig, RunConfig, Tokenizer]:
-    """A run's model config, settings and tokenizer, to resume it: its saved settings (`saved`, read if not given),
-    with `cfg` typed over them: settings that may differ only in `RESUMABLE_FIELDS` (or, once the recorded folder is
-    gone, point a `MOVABLE_FIELDS` one anew), or a dict of the fields to change. `kind` is the settings class the
-    resuming recipe expects; this is the one check that the run is that recipe's. Local references come back absolute
-    (`absolute_references`)."""
-    run_dir = Path(run_dir)
-    saved = saved or read_run(run_dir)
-    if not isinstance(saved.cfg, kind):
-        raise RunError(
-            f"{run_dir} was made by `{RECIPES[type(saved.cfg)]}`; resume it with {resume_command(run_dir, saved.cfg)}"
-        )
-    saved_cfg = absolute_references(saved.cfg)
-    if isinstance(cfg, dict):
-        if "task" in cfg and cfg["task"] != saved_cfg.task:
-            raise RunError(
-                f"--resume continues {run_dir}, which fine-tunes {saved_cfg.task}, not {cfg['task']}; give its task, "
-                f"or start a new run"
-            )
-        cfg = kind.from_dict({**saved.cfg.to_dict(), **cfg})
-    if cfg is None:
-        return saved.model_config, saved_cfg, saved.tokenizer
-    cfg = absolute_references(cfg)
-    changed = {
-        f.name
-        for f in dataclasses.fields(saved_cfg)
-        if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) != getattr(saved_cfg, f.name)
-    }
-    moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
-    if changed - moved:
-        raise RunError(
-            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
-            f"{run_dir / 'config.json'}; start a new run to change them"
-        )
-    return saved.model_config, cfg, saved.tokenizer
 
 
 def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:
