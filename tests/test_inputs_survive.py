@@ -6,6 +6,7 @@ with a time limit."""
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -306,3 +307,24 @@ def test_claim_predict_cuts_a_long_question_as_training_does(task_runs, fast_tok
     assert answer == predict(model, tokenizer, "squad", paragraph, question=short, max_seq_len=64)
     assert main(["predict", str(run), paragraph, "--question", question, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == answer
+
+
+# ------------------------------------------------------------------------------------------- no message says delete
+def test_claim_no_message_tells_the_user_to_delete_a_file(tiny, pretrained, tmp_path, capsys):
+    "README: a file that is not a tokenizer, or a damaged one, is named with the way to fix it, and no file is deleted."
+    damaged = tmp_path / "damaged" / "tokenizer.json"
+    damaged.parent.mkdir()
+    damaged.write_bytes((pretrained / "tokenizer.json").read_bytes()[:500])  # a copy cut short
+    for given in (Path("/etc/passwd"), pretrained / "vocab.txt", damaged):
+        args = ["pretrain", *tiny, "--tokenizer", str(given), "--max-steps", "1", "--output-dir", str(tmp_path / "r")]
+        assert main(args) == 2
+        err = one_line_error(capsys)
+        assert f"{given} is not a tokenizer.json" in err and "give the tokenizer.json" in err, err
+        assert "delete" not in err and given.exists(), err
+        nothing_written(tmp_path / "r")
+    run = tmp_path / "run"
+    shutil.copytree(pretrained, run)
+    (run / "tokenizer.json").write_bytes(damaged.read_bytes())
+    assert main(["fill-mask", str(run), "the [MASK] ."]) == 2
+    err = one_line_error(capsys)
+    assert "cannot be loaded" in err and "back from a backup of the run" in err and "delete" not in err, err
