@@ -6,8 +6,10 @@ import ast
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -147,3 +149,109 @@ def test_claim_nbdev_exports_pass_docstrings_through_exactly(project):
     shutil.rmtree(project / "bertlib" / "scratch")
     assert nbdev_export(project).returncode == 0
     assert library(project) == before
+
+
+# ---------------------------------------------------------------------------------------------- solutions/run_all.py
+RUN_ALL = ROOT / "solutions" / "run_all.py"
+STAND_IN = """import os, sys, time
+print("== exercise 1: a stand-in\\n42", flush=True)
+if os.environ.get("STAND_IN_FAILS"):
+    raise SystemExit("no data, no network")
+time.sleep(float(os.environ.get("STAND_IN_SECONDS", "0")))
+"""
+
+
+def run_all(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
+    return subprocess.run(
+        [sys.executable, str(RUN_ALL), "--output-dir", str(tmp_path / "outputs"), *args],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_claim_run_all_keeps_good_outputs(tmp_path):
+    "README: run_all.py decides what is stale by the source's content; a failed or quick run never replaces a full one."
+    module = tmp_path / "s97_stand_in.py"
+    module.write_text(STAND_IN)
+    output = tmp_path / "outputs" / "s97_stand_in.txt"
+    assert run_all(tmp_path, str(module)).returncode == 0
+    good = output.read_bytes()
+    assert b"\n# status: ok\n" in good and b", full mode\n" in good
+
+    for when in (time.time() + 60, time.time() - 60):  # a fresh clone: the files' times say nothing of their content
+        os.utime(module, (when, when))
+        os.utime(output, (when - 30, when - 30))
+        done = run_all(tmp_path, str(module))
+        assert "s97_stand_in: skipped" in done.stdout and "== exercise" not in done.stdout, done.stdout
+    for args, env in (((str(module), "--quick"), {}), (("--force", str(module)), {"STAND_IN_FAILS": "1"})):
+        done = run_all(tmp_path, *args, **env)
+        assert "not saved: " in done.stdout and "keeps its full-mode output" in done.stdout, done.stdout
+        assert output.read_bytes() == good, args
+    module.write_text(STAND_IN + "# a changed source\n")
+    assert run_all(tmp_path, str(module)).returncode == 0 and output.read_bytes() != good
+
+    started = subprocess.Popen(  # Ctrl-C (SIGINT) and SIGTERM, sent to run_all.py alone
+        [sys.executable, str(RUN_ALL), "--output-dir", str(tmp_path / "outputs"), "--force", str(module)],
+        env={**os.environ, "PYTHONPATH": str(ROOT), "STAND_IN_SECONDS": "600"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "== exercise 1" in next(line for line in started.stdout if "==" in line)
+        started.send_signal(signal.SIGINT)
+        _, err = started.communicate(timeout=60)
+    finally:
+        started.kill()
+    assert started.returncode == 130 and err.strip().splitlines() == [
+        "run_all.py: stopped by SIGINT; the outputs saved before are kept"
+    ], err
+
+
+SOLUTION_STOPPED = """import os, sys
+sys.path.insert(0, {solutions!r})
+from common import cli, output_dir
+from bertlib import BertConfig, PretrainConfig, load_tokenizer, pretrain
+
+
+def exercise_1():
+    "a run that SIGTERM stops"
+    tokenizer = load_tokenizer({tokenizer!r})
+    config = BertConfig.from_preset("tiny", vocab_size=tokenizer.get_vocab_size())
+    settings = PretrainConfig(max_steps=10**6, batch_size=4, max_seq_len=32, log_every=1, eval_every=10**6)
+    pretrain(output_dir("run"), config, settings, tokenizer=tokenizer, on_log=lambda r: print("logged", flush=True))
+
+
+if __name__ == "__main__":
+    cli(__name__)
+"""
+
+
+def test_claim_a_solution_stopped_by_sigterm_says_so_in_one_line(tokenizer_file, tmp_path):
+    "README: a solution stopped mid-run says so in one line, and not to resume a run it kept in a temporary folder."
+    module = tmp_path / "s96_stopped.py"
+    module.write_text(SOLUTION_STOPPED.format(solutions=str(ROOT / "solutions"), tokenizer=str(tokenizer_file)))
+    env = {k: v for k, v in os.environ.items() if k not in ("BERTLIB_SOLUTIONS_DIR", "BERTLIB_QUICK")}
+    started = subprocess.Popen(
+        [sys.executable, str(module)],
+        env={**env, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert "logged" in next(line for line in started.stdout if line.startswith("logged"))
+        started.send_signal(signal.SIGTERM)
+        _, err = started.communicate(timeout=120)
+    finally:
+        started.kill()
+    lines = [line for line in err.splitlines() if "%|" not in line and line.strip()]
+    assert started.returncode == 128 + signal.SIGTERM and "Traceback" not in err, err[-2000:]
+    assert lines[-1] == (
+        "s96_stopped.py: exercise 1 stopped by SIGTERM; run it again with python solutions/s96_stopped.py 1"
+    ), lines
+    assert "--resume" not in err and not any(tmp_path.glob("bertlib-solutions-*")), err[-2000:]
