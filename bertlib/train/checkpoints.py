@@ -48,7 +48,7 @@ from safetensors.torch import load_file
 from safetensors.torch import save_model as save_safetensors
 from torch import nn
 
-from ..utils.files import atomic_write, fsync_dir
+from ..utils.files import atomic_write, fsync_dir, open_up
 from .runs import RunError, RunWarning, writing_into
 
 CHECKPOINT_PREFIX = "step-"
@@ -144,16 +144,18 @@ def save_checkpoint(
     run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int, keep: int = 2
 ) -> Path:
     """Write `model`'s weights and `training_state` as checkpoint `step`, atomically and with checksums, then
-    delete all but the newest `keep` checkpoints. A full disk is a one-line `RunError` that names it; the partial
-    checkpoint is removed, so the run resumes from the one before once there is space."""
+    delete all but the newest `keep` checkpoints. A write that finds no room (a full disk, a quota, the file-size
+    limit) is a one-line `RunError` that names it; the partial checkpoint is removed, so the run resumes from the one
+    before once there is room. The files get the permissions the umask gives, as the rest of the run's."""
     folder = Path(run_dir) / "checkpoints"
     final = folder / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = folder / f".tmp-{final.name}"
     if folder.is_dir():
         _clear(folder)
-    with writing_into(tmp, final, "free space on it, then continue the run with --resume"):
+    with writing_into(tmp, final, "then continue the run with --resume"):
         tmp.mkdir(parents=True)
         save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
+        open_up(tmp / WEIGHTS)  # safetensors 0.8 makes it private (0600)
         torch.save(training_state, tmp / TRAINING_STATE)
         write_checksums(tmp)
         _fsync_tree(tmp)

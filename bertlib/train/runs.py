@@ -32,8 +32,7 @@ __all__ = [
     "write_metrics",
     "is_run_folder",
     "check_outside_runs",
-    "disk_full",
-    "full_disk_error",
+    "no_room_error",
     "writing_into",
     "resume_command",
     "tokenizer_fingerprint",
@@ -47,7 +46,6 @@ __all__ = [
 ]
 
 import dataclasses
-import errno
 import hashlib
 import json
 import os
@@ -61,7 +59,7 @@ from tokenizers import Tokenizer
 from ..data.tokenizer import load_tokenizer, save_tokenizer
 from ..model.config import BertConfig
 from ..utils.environment import command_line
-from ..utils.files import atomic_write, fsync_dir
+from ..utils.files import atomic_write, fsync_dir, no_room, no_room_reason
 from .settings import DistilConfig, FinetuneConfig, PretrainConfig
 
 RunConfig = PretrainConfig | FinetuneConfig | DistilConfig
@@ -144,52 +142,25 @@ def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = Fa
         )
 
 
-def _mount_point(path: Path) -> Path:
-    path = path.resolve()
-    while not path.exists():
-        path = path.parent
-    while not os.path.ismount(path):
-        path = path.parent
-    return path
-
-
-def disk_full(err: BaseException, path: str | os.PathLike) -> bool:
-    """Whether `err`, raised while writing under `path`, came from a full disk (or quota): an OSError that says so, a
-    writer's own error that quotes it (safetensors), or one that does not (torch's zip writer) on a disk left with
-    next to no space. Ask before the partial files are removed, since their removal frees the space."""
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    if "No space left on device" in str(err) or "Disk quota exceeded" in str(err):
-        return True
-    try:
-        return isinstance(err, OSError | RuntimeError) and shutil.disk_usage(_mount_point(Path(path))).free < 1 << 24
-    except OSError:
-        return False
-
-
-def full_disk_error(path: str | os.PathLike, way_out: str) -> RunError:
-    "The one-line error of a write under `path` that a full disk stopped: the disk, what it has left, and `way_out`."
-    mount = _mount_point(Path(path))
-    try:
-        free = f"{shutil.disk_usage(mount).free / 2**20:,.0f} MiB free once the partial files were removed"
-    except OSError:
-        free = "its free space unknown"
-    return RunError(f"the disk mounted at {mount} is full ({free}), so {path} could not be written; {way_out}")
+def no_room_error(kind: str, err: BaseException, path: str | os.PathLike, then: str) -> RunError:
+    """The one-line error of a write of `path` that found no room (`no_room`'s `kind`: a full disk, a used-up quota,
+    the file-size limit): what stopped it, how to make room, and `then`, what to do after."""
+    return RunError(f"{no_room_reason(kind, err, path)}, {then}")
 
 
 @contextmanager
-def writing_into(tmp: Path, target: Path, way_out: str) -> Iterator[None]:
+def writing_into(tmp: Path, target: Path, then: str) -> Iterator[None]:
     """Around the writes of a folder's files into the temporary folder `tmp`, to become `target`: on any failure `tmp`
-    is removed (so that a full disk gets its space back), and a full disk is a one-line `full_disk_error` naming
-    `target` and `way_out`."""
+    is removed (so that a full disk gets its space back), and a write that found no room is a one-line
+    `no_room_error` naming `target`, ending with `then`."""
     try:
         yield
     except BaseException as err:
-        full = disk_full(err, tmp)
+        kind = no_room(err, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
-        if full:
-            raise full_disk_error(target, way_out) from err
-        raise
+        if kind is None:
+            raise
+        raise no_room_error(kind, err, target, then) from err
 
 
 def resume_command(run_dir: str | os.PathLike, cfg: RunConfig, *options: str) -> str:
@@ -272,7 +243,7 @@ def create_run(
     run_dir = Path(run_dir)
     tmp = run_dir.with_name(f".tmp-{run_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
-    with writing_into(tmp, run_dir, "free space on it, or choose a folder on another disk"):
+    with writing_into(tmp, run_dir, "then make the run again"):
         save_tokenizer(tokenizer, tmp)
         write_run_config(tmp, model_config, cfg, data)
         fsync_dir(tmp)
@@ -313,12 +284,12 @@ def read_run(run_dir: str | os.PathLike) -> SavedRun:
         tokenizer = load_tokenizer(run_dir)
     except ValueError as err:
         raise RunError(f"{file} cannot be loaded ({_first_words(err.__cause__ or err)}); {_RESTORE}") from err
+    check_vocabulary(tokenizer, saved["model"], str(run_dir))
     if saved["tokenizer"] is not None and tokenizer_fingerprint(run_dir) != saved["tokenizer"]:
         raise RunError(
             f"{file} is not the tokenizer the run was made with (config.json records sha256 {saved['tokenizer'][:12]}, "
             f"the file has {tokenizer_fingerprint(run_dir)[:12]}), so its model would read other tokens; {_RESTORE}"
         )
-    check_vocabulary(tokenizer, saved["model"], str(run_dir))
     return SavedRun(saved["model"], saved["training"], tokenizer, saved["data"])
 
 
