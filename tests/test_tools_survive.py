@@ -255,3 +255,66 @@ def test_claim_a_solution_stopped_by_sigterm_says_so_in_one_line(tokenizer_file,
         "s96_stopped.py: exercise 1 stopped by SIGTERM; run it again with python solutions/s96_stopped.py 1"
     ), lines
     assert "--resume" not in err and not any(tmp_path.glob("bertlib-solutions-*")), err[-2000:]
+
+
+# ------------------------------------------------------------------------------------------------ old import paths
+OLD_PATHS = """
+import importlib, json, warnings
+found = []
+for old, name, new in {cases!r}:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            exec(f"from {{old}} import {{name}} as value", scope := {{}})
+            value = scope["value"]
+        except Exception as err:
+            found.append([old, name, f"{{type(err).__name__}}: {{err}}", []])
+            continue
+    same = value is getattr(importlib.import_module(new), name)
+    said = [[w.category.__name__, str(w.message), w.filename] for w in caught]
+    found.append([old, name, same, said])
+print(json.dumps(found))
+"""
+OLD_CASES = [  # bertlib 0.2's flat layout, as the README and notebooks of the time used it
+    ("bertlib.model", "BertModel", "bertlib.model.bert"),
+    ("bertlib.model", "head_index", "bertlib.model.bert"),
+    ("bertlib.data", "load_wikitext2", "bertlib.data.wikitext"),
+    ("bertlib.viz", "plot_attention", "bertlib.viz.attention"),
+    ("bertlib.tasks", "load_task", "bertlib.tasks.load"),
+    ("bertlib.tasks", "TASK_NAMES", "bertlib.tasks.examples"),
+    ("bertlib.tokenizer", "train_tokenizer", "bertlib.data.tokenizer"),
+    ("bertlib.evaluate", "fill_mask", "bertlib.evaluation.scores"),
+    ("bertlib.config", "BertConfig", "bertlib.model.config"),
+    ("bertlib.interop", "to_transformers", "bertlib.hf.interop"),
+    ("bertlib.trainer", "fit", "bertlib.train.loop"),
+    ("bertlib.trainer", "train_step", "bertlib.train.loop"),
+    ("bertlib.runs", "resumed_config", "bertlib.train.lifecycle"),
+]
+
+
+def test_claim_old_import_paths_work_for_a_release_and_say_where_they_went(tmp_path):
+    "README: bertlib 0.2's flat import paths still work, each with a DeprecationWarning that names the new path."
+    done = subprocess.run(
+        [sys.executable, "-c", OLD_PATHS.format(cases=OLD_CASES)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = set()
+    for (old, name, new), (_, _, same, said) in zip(OLD_CASES, json.loads(done.stdout), strict=True):
+        assert same is True, (old, name, same)
+        deprecations = [message for category, message, _ in said if category == "DeprecationWarning"]
+        assert all(new in m for m in deprecations) and len(deprecations) <= 1, (old, name, said)
+        if old not in seen or old in ("bertlib.model", "bertlib.tasks"):  # an old module warns as it is imported
+            assert deprecations and {w for c, _, w in said if c == "DeprecationWarning"} == {"<string>"}, said
+        seen.add(old)
+    package = subprocess.run(  # the layout stays one folder per layer: no module file stands in for an old one
+        [sys.executable, "-c", "import bertlib.model, sys; from bertlib.model import no_such_name"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    )
+    assert "ImportError: cannot import name 'no_such_name' from 'bertlib.model'" in package.stderr, package.stderr
+    assert sorted(p.stem for p in (ROOT / "bertlib").glob("*.py")) == ["__init__", "__main__", "_modidx", "_nbdev"]
