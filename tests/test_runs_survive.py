@@ -378,7 +378,7 @@ def test_claim_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes(
     assert main(["pretrain", *tiny, "--max-steps", "2", "--save-every", "2", "--output-dir", str(run)]) == 0
     save = checkpoints_module.save_safetensors
 
-    def half_then_full(model, path):
+    def half_then_full(model, path, *args, **kwargs):
         Path(path).write_bytes(b"\0" * 4096)
         no_space()
 

@@ -225,7 +225,8 @@ def info(args: argparse.Namespace) -> None:
     if objective_of(cfg) == "finetune":
         best = summary["best"]
         scores = ", ".join(f"{k} {v:.4g}" for k, v in (best or {}).items() if k != "step")
-        kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"
+        missing = "missing (predict and export-hf need --newest)" if summary["checkpoints"] else "none yet"
+        kept = f"step {best['step']}, {scores}" if best else missing
         print(f"  task        {cfg.task}, from {cfg.source} ({cfg.init} weights)")
         print(f"  best/       {kept}")
     incomplete = [

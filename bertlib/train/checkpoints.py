@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save_model as save_safetensors
 from torch import nn
@@ -154,7 +154,8 @@ def save_checkpoint(
         _clear(folder)
     with writing_into(tmp, final, "then continue the run with --resume"):
         tmp.mkdir(parents=True)
-        save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
+        # stores a shared tensor once (safetensors refuses shared memory), and a head's labels, which name its task
+        save_safetensors(model, tmp / WEIGHTS, metadata=_labels_of(model))
         open_up(tmp / WEIGHTS)  # safetensors 0.8 makes it private (0600)
         torch.save(training_state, tmp / TRAINING_STATE)
         write_checksums(tmp)
@@ -195,13 +196,28 @@ def _unreadable(checkpoint: Path, err: Exception) -> RunError:
     )
 
 
+def _labels_of(model: nn.Module) -> dict[str, str] | None:
+    "What a checkpoint's weights record of `model` beside the tensors: a task head's label names."
+    labels = getattr(model, "label_names", None)
+    return None if labels is None else {"label_names": json.dumps(list(labels))}
+
+
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
-    "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
+    """Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype). A head
+    trained for other labels than `model`'s (a task edited in config.json) is refused."""
     path = _verified(checkpoint, WEIGHTS)
     try:
         weights = load_file(path)
-    except (OSError, SafetensorError) as err:
+        with safe_open(path, framework="pt") as f:
+            saved = json.loads((f.metadata() or {}).get("label_names", "null"))
+    except (OSError, SafetensorError, ValueError) as err:
         raise _unreadable(checkpoint, err) from err
+    labels = getattr(model, "label_names", None)
+    if saved is not None and labels is not None and list(labels) != saved:
+        raise RunError(
+            f"checkpoint {checkpoint} holds a head trained for the labels {', '.join(saved)}, but config.json makes "
+            f"one for {', '.join(labels)} (was its task edited?); put config.json back as the run wrote it"
+        )
     try:
         _fill(model, weights)
     except RuntimeError as err:

@@ -133,8 +133,9 @@ def resumed_config(
     }
     moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
     if changed - moved:
+        differ = "differs" if len(changed - moved) == 1 else "differ"
         raise RunError(
-            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
+            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} {differ} from "
             f"{run_dir / 'config.json'}; start a new run to change them"
         )
     return saved.model_config, cfg, saved.tokenizer
@@ -254,6 +255,11 @@ def _set_threads(cfg: RunConfig, saved: int | None, on_log: Callable[[dict], Non
     (a change of count is the training loop's to say and record, beside the checkpoint it departs from)."""
     if cfg.threads is None and resolve_device(cfg.device).type != "cpu":
         return cfg
+    if cfg.threads is not None and cfg.threads != saved and cfg.threads > (os.cpu_count() or 1):
+        raise RunError(
+            f"--threads {cfg.threads} is more than the {os.cpu_count()} CPUs of this machine; give at most "
+            f"--threads {os.cpu_count()} (more threads share the CPUs, and wait for each other)"
+        )
     threads, idle = cpu_threads(cfg.threads)
     torch.set_num_threads(threads)
     if on_log is not None and idle is not None:

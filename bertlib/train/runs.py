@@ -56,7 +56,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ..data.tokenizer import load_tokenizer, save_tokenizer
+from ..data.tokenizer import MASK, load_tokenizer, save_tokenizer
 from ..model.config import BertConfig
 from ..utils.environment import command_line
 from ..utils.files import atomic_write, fsync_dir, no_room, no_room_reason
@@ -252,13 +252,24 @@ def create_run(
     return run_dir
 
 
-def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
-    "Raise a RunError unless the tokenizer and the model have the same vocabulary size."
+def _check_size(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
     if tokenizer.get_vocab_size() != config.vocab_size:
         raise RunError(
             f"{where}: the tokenizer has {tokenizer.get_vocab_size():,} tokens but the model's vocab_size "
             f"is {config.vocab_size:,}; use the tokenizer the model was trained with, or set the model's "
             f"vocab_size to match"
+        )
+
+
+def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
+    """Raise a RunError unless a tokenizer given to train `config`'s model has its vocabulary size and keeps `[MASK]`
+    whole, so that a `[MASK]` written in a text (fill-mask's, the run's report) is that token, not pieces of it."""
+    _check_size(tokenizer, config, where)
+    pieces = tokenizer.encode(MASK, add_special_tokens=False).tokens
+    if pieces != [MASK]:
+        raise RunError(
+            f"{where}: the tokenizer cuts {MASK} into {len(pieces)} pieces ({' '.join(pieces)}), so no text could hold "
+            f"a mask to fill; give one that keeps BERT's special tokens whole, as `python -m bertlib prepare` trains"
         )
 
 
@@ -284,7 +295,7 @@ def read_run(run_dir: str | os.PathLike) -> SavedRun:
         tokenizer = load_tokenizer(run_dir)
     except ValueError as err:
         raise RunError(f"{file} cannot be loaded ({_first_words(err.__cause__ or err)}); {_RESTORE}") from err
-    check_vocabulary(tokenizer, saved["model"], str(run_dir))
+    _check_size(tokenizer, saved["model"], str(run_dir))
     if saved["tokenizer"] is not None and tokenizer_fingerprint(run_dir) != saved["tokenizer"]:
         raise RunError(
             f"{file} is not the tokenizer the run was made with (config.json records sha256 {saved['tokenizer'][:12]}, "
