@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..train.runs import RECIPES, check_outside_runs, disk_full, full_disk_error, load_run, read_metrics
+from ..train.runs import RECIPES, check_outside_runs, load_run, no_room_error, read_metrics
 from ..train.settings import objective_of
 from ..utils.environment import command_line
+from ..utils.files import no_room
 from .commands import UsageError
 
 
@@ -168,10 +169,11 @@ def export_hf(args: argparse.Namespace) -> None:
         save_pretrained_hf(
             model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len
         )
-    except Exception as err:  # a writer's own error may be all that says the disk is full (safetensors')
-        if disk_full(err, out.parent):
-            raise full_disk_error(out, "free space on it, or export to another disk") from err
-        raise
+    except Exception as err:  # a writer's own error may be all that says it found no room (safetensors')
+        kind = no_room(err, out.parent)
+        if kind is None:
+            raise
+        raise no_room_error(kind, err, out, "then export again") from err
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(
         type(model).__name__, type(model).__name__.replace("Bert", "AutoModel")
     )
@@ -223,7 +225,8 @@ def info(args: argparse.Namespace) -> None:
     if objective_of(cfg) == "finetune":
         best = summary["best"]
         scores = ", ".join(f"{k} {v:.4g}" for k, v in (best or {}).items() if k != "step")
-        kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"
+        missing = "missing (predict and export-hf need --newest)" if summary["checkpoints"] else "none yet"
+        kept = f"step {best['step']}, {scores}" if best else missing
         print(f"  task        {cfg.task}, from {cfg.source} ({cfg.init} weights)")
         print(f"  best/       {kept}")
     incomplete = [

@@ -42,7 +42,12 @@ def cpu_threads(requested: int | None = None) -> tuple[int, float | None]:
     one busy process, two threads on two cores trained 2.9x slower than when alone, one thread 1.1x (issue 28)."""
     if requested is not None:
         return requested, None
-    idle = None if os.environ.get("OMP_NUM_THREADS") else idle_cpus()
+    omp = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if omp and not (omp.isdigit() and int(omp) > 0):  # torch ignores it and computes with its own count
+        raise ValueError(
+            f"OMP_NUM_THREADS={omp!r} is not a number of threads; set it to a positive integer, or unset it"
+        )
+    idle = None if omp else idle_cpus()
     return (TORCH_THREADS if idle is None else max(1, min(TORCH_THREADS, int(idle + 0.5)))), idle
 
 
