@@ -110,7 +110,7 @@ def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.A
     "The commands that read a run folder."
     p = _command(commands, "predict", predict, "ask a fine-tuned run about a text")
     p.add_argument("run", help="the fine-tuning run folder")
-    p.add_argument("text", help="the text (for SQuAD: the paragraph)")
+    p.add_argument("text", help="the text (for SQuAD: the paragraph); - reads it from stdin")
     p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
     p.add_argument("--question", help="the question, for question answering")
     p.add_argument("--json", action="store_true", help="print one JSON object")

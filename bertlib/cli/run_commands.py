@@ -38,6 +38,16 @@ def _check_utf8(*texts: str | None) -> None:
             raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
 
 
+def _stdin_text() -> str:
+    "All of stdin, the text of `predict RUN -`."
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"stdin is not UTF-8 text ({err.reason} at byte {err.start}); pipe UTF-8 text into it"
+        ) from err
+
+
 def _finite(value: Any) -> Any:
     "`value` with every float that is not finite (a perplexity that overflowed) as None, which JSON can say."
     if isinstance(value, float) and not math.isfinite(value):
@@ -56,6 +66,8 @@ def predict(args: argparse.Namespace) -> None:
     "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
     from ..recipes.predict import predict as run_predict
 
+    if args.text == "-":
+        args.text = _stdin_text()
     _check_utf8(args.text, args.pair, args.question)
     cfg = load_run(args.run)[1]
     if objective_of(cfg) != "finetune":
