@@ -4,15 +4,23 @@ text, TSV, CSV or JSONL), scored when the file holds labels (issues 42 and 43)."
 
 import io
 import json
+import os
+import subprocess
 import sys
+from pathlib import Path
 
+import pandas
 import pytest
+from seqeval.metrics import f1_score
 from test_surfaces import task_run
 
 from bertlib.cli.main import main
 from bertlib.recipes.predict import predict
+from bertlib.tasks.metrics import exact_match
 from bertlib.train.factory import load_model
+from bertlib.train.runs import load_run
 
+ROOT = Path(__file__).resolve().parents[1]
 TASKS = ("sst2", "rte", "conll2003", "squad")
 
 
@@ -121,3 +129,168 @@ def test_claim_predict_on_a_list_names_the_bad_input(task_runs):
     with pytest.raises(ValueError, match="one pair per text: a list of 3 pairs"):
         predict(model, tokenizer, "rte", ["a", "b", "c"], pair=["c", "d"])
     assert predict(model, tokenizer, "rte", [], pair=[]) == []
+
+
+# ------------------------------------------------------------------------------------------------------ a file
+SENTENCES = ["a gorgeous , witty , seductive movie .", "dull and lifeless", PARAGRAPH * 6, "it is bad ."]
+PAIRS = [("a", "it is"), (PARAGRAPH, "he lives in Belgium ."), ("the film", "it is long ."), (PARAGRAPH * 3, "e")]
+TOKENS = [["EU", "rejects", "German", "call"], PARAGRAPH.split() * 6, ["Peter"], PARAGRAPH.split()]
+PARAGRAPH_TAGS = ["B-PER", "I-PER", "O", "O", "B-LOC", "O", "O", "O", "O", "O", "B-ORG", "I-ORG", "O", "O", "O"]
+TAGS = [["B-ORG", "O", "B-MISC", "O"], PARAGRAPH_TAGS * 6, ["B-PER"], PARAGRAPH_TAGS]
+CONTEXTS = [(PARAGRAPH * 8, "who works ?", "Peter Blackburn"), (PARAGRAPH, "where ?", "Brussels")] * 2
+RECORDS = {  # each task's inputs as the hub's datasets name their fields, with labels
+    "sst2": [{"sentence": s, "label": i % 2} for i, s in enumerate(SENTENCES)],
+    "rte": [
+        {"sentence1": a, "sentence2": b, "label": ["entailment", "not_entailment"][i % 2]}
+        for i, (a, b) in enumerate(PAIRS)
+    ],
+    "conll2003": [{"tokens": words, "ner_tags": tags} for words, tags in zip(TOKENS, TAGS, strict=True)],
+    "squad": [
+        {"context": c, "question": q, "answers": {"text": [a], "answer_start": [c.index(a)]}} for c, q, a in CONTEXTS
+    ],
+}
+
+
+def write_inputs(folder, task: str, labelled: bool) -> dict[str, Path]:
+    "The task's records as users' tools write them: JSONL, CSV (pandas), TSV (GLUE's way) and, for one text, plain."
+    records = [
+        r if labelled else {k: v for k, v in r.items() if k not in ("label", "ner_tags", "answers")}
+        for r in RECORDS[task]
+    ]
+    flat = [
+        {k: " ".join(v) if isinstance(v, list) else v["text"][0] if isinstance(v, dict) else v for k, v in r.items()}
+        for r in records
+    ]
+    files = {name: folder / f"{task}-{labelled}.{name}" for name in ("jsonl", "csv", "tsv")}
+    files["jsonl"].write_text("".join(json.dumps(r) + "\n" for r in records))
+    pandas.DataFrame(flat).to_csv(files["csv"], index=False)
+    columns = list(flat[0])
+    files["tsv"].write_text(
+        "\t".join(columns) + "\n" + "".join("\t".join(str(r[c]) for c in columns) + "\n" for r in flat)
+    )
+    if task in ("sst2", "conll2003") and not labelled:
+        files["txt"] = folder / f"{task}.txt"
+        files["txt"].write_text(
+            "".join(r["sentence" if task == "sst2" else "tokens"] + "\n" + "\n" * (i == 1) for i, r in enumerate(flat))
+        )
+    return files
+
+
+def alone(run: Path, task: str, record: dict) -> dict:
+    "What `predict` says of one record's input alone, as the run reads it, through JSON."
+    model, tokenizer = load_model(run)
+    cfg = load_run(run)[1]
+    options = dict(max_seq_len=cfg.max_seq_len, doc_stride=cfg.doc_stride, max_query_len=cfg.max_query_len)
+    if task == "conll2003":
+        return json.loads(json.dumps(predict(model, tokenizer, task, [record["tokens"]], **options)[0]))
+    second = {"rte": {"pair": record.get("sentence2")}, "squad": {"question": record.get("question")}}.get(task, {})
+    text = record.get("sentence") or record.get("sentence1") or record["context"]
+    return json.loads(json.dumps(predict(model, tokenizer, task, text, **second, **options)))
+
+
+def expected_scores(task: str, records: list[dict], answers: list[dict]) -> dict[str, float]:
+    "The score of each task, counted from the answers and the records' labels (seqeval's F1 for the tagger)."
+    if task in ("sst2", "rte"):
+        names = ("negative", "positive") if task == "sst2" else ("entailment", "not_entailment")
+        golds = [r["label"] if isinstance(r["label"], str) else names[r["label"]] for r in records]
+        return {"accuracy": sum(a["label"] == g for a, g in zip(answers, golds, strict=True)) / len(records)}
+    if task == "conll2003":
+        return {"f1": f1_score([r["ner_tags"] for r in records], [a["tags"] for a in answers])}
+    hits = [exact_match(a["answer"] or "", r["answers"]["text"]) for a, r in zip(answers, records, strict=True)]
+    return {"exact_match": sum(hits) / len(records)}
+
+
+def test_claim_predict_over_a_file_answers_every_line_in_order_and_scores_labels(task_runs, tmp_path, capsys):
+    """Issue 43: `predict RUN --input FILE --output FILE` reads JSONL, CSV and TSV with the task's fields (and plain
+    text for a task of one text; blank lines left out) and writes one JSON line per input line, in the file's order,
+    with its line number and the answer `predict` gives that input alone; a file with labels prints the task's score."""
+    for task in TASKS:
+        run = task_runs[task]
+        answers = [alone(run, task, record) for record in RECORDS[task]]
+        for labelled in (False, True):
+            for kind, path in write_inputs(tmp_path, task, labelled).items():
+                out = tmp_path / f"{path.name}.out.jsonl"
+                assert main(["predict", str(run), "--input", str(path), "--output", str(out), "--json"]) == 0
+                said = json.loads(capsys.readouterr().out)
+                got = [json.loads(line) for line in out.read_text().splitlines()]
+                lines = {"jsonl": [1, 2, 3, 4], "csv": [2, 3, 4, 5], "tsv": [2, 3, 4, 5], "txt": [1, 2, 4, 5]}[kind]
+                assert [answer.pop("line") for answer in got] == lines, (task, kind)
+                assert all(close(g, a) for g, a in zip(got, answers, strict=True)), (task, kind)
+                assert said["predictions"] == 4 and said["skipped"] == 0
+                if not labelled:
+                    assert said["scores"] is None
+                    continue
+                for key, value in expected_scores(task, RECORDS[task], got).items():
+                    assert said["scores"][key] == pytest.approx(value), (task, kind, key)
+                assert said["scores"]["labelled"] == 4
+
+
+def test_claim_a_bad_line_is_one_line_naming_it_or_skipped_and_counted(task_runs, tmp_path, capsys):
+    """Issue 43: a bad line (not JSON, a field missing, an empty text, a label the task lacks, a row of the wrong
+    width, bytes that are not UTF-8) is one line naming the file and the line, exit 2, and no output; with
+    --skip-bad-lines the other lines are answered and the command says how many it skipped."""
+    good = json.dumps({"sentence": "a fine film", "label": 1})
+    bad_lines = {
+        "not JSON": b'{"sentence": "a fine film"',
+        "no field": json.dumps({"text": "a fine film"}).encode(),
+        "empty": json.dumps({"sentence": "  "}).encode(),
+        "label": json.dumps({"sentence": "a fine film", "label": "neutral"}).encode(),
+        "not an object": b'["a fine film"]',
+        "not UTF-8": '{"sentence": "caf\u00e9"}'.encode("latin-1"),
+        "no word pieces": json.dumps({"sentence": "\u200b\u200b"}).encode(),
+    }
+    run = str(task_runs["sst2"])
+    for why, line in bad_lines.items():
+        source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+        source.write_bytes(b"\n".join([good.encode(), good.encode(), line, good.encode()]) + b"\n")
+        assert main(["predict", run, "--input", str(source), "--output", str(out)]) == 2, why
+        assert f"{source}, line 3: " in one_line_error(capsys), why
+        assert not out.exists()
+        assert main(["predict", run, "--input", str(source), "--output", str(out), "--skip-bad-lines"]) == 0, why
+        captured = capsys.readouterr()
+        assert f"skipped 1 bad line of {source}: line 3: " in captured.err, why
+        assert [json.loads(answer)["line"] for answer in out.read_text().splitlines()] == [1, 2, 4]
+        out.unlink()
+    source = tmp_path / "in.tsv"  # a row without its tab
+    source.write_text("sentence\tlabel\na fine film\t1\na dull film 0\n")
+    assert main(["predict", run, "--input", str(source), "--output", str(tmp_path / "out.jsonl")]) == 2
+    assert f"{source}, line 3: expected 2 columns as in the header, found 1" in one_line_error(capsys)
+    source.write_text("text\tlabel\na fine film\t1\n")  # a header without the task's column: every line is bad
+    assert (
+        main(["predict", run, "--input", str(source), "--output", str(tmp_path / "out.jsonl"), "--skip-bad-lines"]) == 2
+    )
+    assert "line 1: the header ['text', 'label'] lacks the column(s) 'sentence'" in one_line_error(capsys)
+
+
+def test_claim_predict_never_replaces_or_half_writes_a_file(task_runs, tmp_path, capsys):
+    """Issue 43: the output is written whole at the end (a temporary file renamed over it), so a run killed while it
+    predicts leaves no file under the output's name, and an earlier output stays as it was; an existing file is
+    replaced only with --overwrite, never the input, and never inside a run folder."""
+    run, source, out = task_runs["sst2"], tmp_path / "in.txt", tmp_path / "out.jsonl"
+    source.write_text("".join(f"{SENTENCES[i % 4]} {i}\n" for i in range(3000)))
+    for earlier in (None, "an earlier output\n"):
+        if earlier:
+            out.write_text(earlier)
+        args = ["predict", str(run), "--input", str(source), "--output", str(out), "--batch-size", "1", "--overwrite"]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bertlib", *args],
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        seen = b""
+        while b"batch/s" not in seen:  # its progress bar: it is predicting
+            chunk = os.read(process.stderr.fileno(), 4096)
+            assert chunk, seen  # it ended before it predicted
+            seen += chunk
+        process.kill()
+        process.communicate()
+        assert (out.read_text() if earlier else out.exists()) == (earlier or False)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.txt", *(["out.jsonl"] if earlier else [])])
+    for target, message in (
+        (out, "exists; pass --overwrite"),
+        (source, "is the input file"),
+        (run / "out.jsonl", "bertlib run folder"),
+    ):
+        assert main(["predict", str(run), "--input", str(source), "--output", str(target)]) == 2
+        assert message in one_line_error(capsys)

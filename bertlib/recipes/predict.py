@@ -6,8 +6,9 @@ that each batch pads little, and answered in its own order.
 Written by hand; the fine-tuning notebook and the `predict` command use it.
 """
 
-__all__ = ["check_inputs", "predict"]
+__all__ = ["check_inputs", "predict", "predict_file"]
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..data.tokenizer import pre_tokenize
 from ..model.heads import HEADS
 from ..tasks.examples import TASK_NAMES, TASKS, ClassificationExample, SquadExample, TaggedSentence, iob2_entities
 from ..tasks.features import MAX_QUERY_LEN, best_spans, encode_task
+from ..tasks.inputs import read_inputs
+from ..tasks.metrics import task_scores
 from ..train.settings import default_doc_stride, default_seq_len
 from ..utils.checks import check_choice
 from .finetune import item_outputs, query_len, task_predictions
@@ -28,6 +31,7 @@ _READS = {
     "pair": "two texts (the second with --pair)",
     "span": "a paragraph and a question (--question)",
 }
+_SECOND = {"pair": "pair", "span": "question"}  # the keyword of a task's second text
 # the shortest window that reads something of every text: [CLS] text [SEP], [CLS] a [SEP] b [SEP], [CLS] q [SEP] c [SEP]
 _SHORTEST = {"sequence": 3, "token": 3, "pair": 5, "span": 5}
 # how far a pair whose texts both overflow the window is read to find the longer (which keeps an odd window's extra
@@ -134,7 +138,7 @@ def check_inputs(
     may be given as its words (a list of strings), which are then read as they are."""
     kind = TASKS[task].kind
     given = {"pair": pair, "question": question}
-    wanted = {"pair": "pair", "span": "question"}.get(kind)
+    wanted = _SECOND.get(kind)
     for name, value in given.items():
         if (value is not None) != (name == wanted):
             action = f"leave out --{name}" if value is not None else f"give --{name} too"
@@ -263,3 +267,51 @@ def predict(
     else:
         results = _answer(model, tokenizer, task, texts, questions, length, stride, max_query_len, batch_size, progress)
     return results[0] if one else results
+
+
+def _second(task: str, value: Any) -> dict[str, Any]:
+    "`value` as the keyword of `task`'s second text (`pair`, `question`), or nothing for a task of one text."
+    name = _SECOND.get(TASKS[task].kind)
+    return {name: value} if name else {}
+
+
+def _scored(task: str, results: Sequence[dict[str, Any]], examples: Sequence[Any]) -> Any:
+    "Answers as `task_scores` reads them: class ids, tag lists, or answer texts by question id."
+    kind = TASKS[task].kind
+    if kind in ("sequence", "pair"):
+        return [TASKS[task].label_names.index(result["label"]) for result in results]
+    if kind == "token":
+        return [result["tags"] for result in results]
+    return {e.id: r["answer"] for e, r in zip(examples, results, strict=True) if r["answer"] is not None}
+
+
+def predict_file(
+    model: nn.Module,
+    tokenizer: Tokenizer,
+    task: str,
+    path: str | os.PathLike,
+    input_format: str | None = None,
+    *,
+    skip_bad: bool = False,
+    **options: Any,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]]:
+    """`predict` on a file of one input a line (`bertlib.tasks.inputs.read_inputs`: plain text, TSV, CSV or JSONL), with
+    `predict`'s keyword `options`. Returns the answers in the file's order, each with its `line`; the task's scores
+    (`bertlib.tasks.metrics.task_scores`) over the lines that hold a label, with their number (`labelled`), or None
+    when no line does; and why each bad line was left out (with `skip_bad`; without, a bad line is a one-line
+    `TaskDataError` naming it)."""
+    inputs, bad = read_inputs(
+        task,
+        path,
+        input_format,
+        check=lambda item: check_inputs(task, tokenizer, item.text, **_second(task, item.second)),
+        skip_bad=skip_bad,
+    )
+    texts, seconds = [item.text for item in inputs], _second(task, [item.second for item in inputs])
+    results = predict(model, tokenizer, task, texts, **seconds, **options)
+    labelled = [(item.example, result) for item, result in zip(inputs, results, strict=True) if item.example]
+    scores = None
+    if labelled:
+        examples, answers = zip(*labelled, strict=True)
+        scores = {**task_scores(task, _scored(task, answers, examples), examples), "labelled": len(labelled)}
+    return [{"line": item.line, **result} for item, result in zip(inputs, results, strict=True)], scores, bad
