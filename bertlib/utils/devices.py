@@ -64,11 +64,15 @@ def free_to_read(tensor: torch.Tensor) -> bool:
 
 @contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    "Run `model` in eval mode (no dropout) without gradients, and give it back in the mode it was in."
+    """Run `model` in eval mode (no dropout) without gradients, and give it back in training mode if it was in it. A
+    model already in eval mode is left alone: switching walks every module, which costs more than a short input's
+    forward pass (predicting one sentence)."""
     was_training = model.training
-    model.eval()
+    if any(module.training for module in model.modules()):
+        model.eval()
     try:
         with torch.no_grad():
             yield model
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train()
