@@ -294,3 +294,53 @@ def test_claim_predict_never_replaces_or_half_writes_a_file(task_runs, tmp_path,
     ):
         assert main(["predict", str(run), "--input", str(source), "--output", str(target)]) == 2
         assert message in one_line_error(capsys)
+
+
+# ------------------------------------------------------------------------------------------------- the CPU's products
+@pytest.mark.parametrize("head", ["pretraining", "sequence", "token", "span"])
+def test_claim_cpu_products_run_in_onednn_with_torchs_numbers(head, monkeypatch):
+    """Issue 43: on a CPU, `autocast` (under which training, evaluation and prediction compute) runs every linear
+    product of the step, forward and backward, in oneDNN instead of torch's MKL products, and gives torch's numbers:
+    the loss, the outputs and every gradient within float rounding."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import bertlib
+    from bertlib.utils.devices import autocast
+
+    config = bertlib.BertConfig.from_preset("tiny", vocab_size=500)
+    torch.manual_seed(0)
+    ids = torch.randint(5, 500, (3, 20))
+    inputs = {"attention_mask": torch.ones_like(ids)}
+    inputs["attention_mask"][1, 12:] = 0
+    if head == "pretraining":
+        model = bertlib.BertForPreTraining(config)
+        labels = torch.full_like(ids, -100)
+        labels[:, [3, 7, 9]] = ids[:, [3, 7, 9]]
+        inputs.update(labels=labels, next_sentence_label=torch.tensor([0, 1, 0]))
+    elif head == "span":
+        model = bertlib.BertForQuestionAnswering(config)
+        inputs.update(start_positions=torch.tensor([1, 2, 3]), end_positions=torch.tensor([4, 5, 6]))
+    else:
+        kind = bertlib.BertForSequenceClassification if head == "sequence" else bertlib.BertForTokenClassification
+        model = kind(config, ("a", "b", "c"))
+        inputs["labels"] = torch.tensor([0, 2, 1]) if head == "sequence" else torch.randint(0, 3, ids.shape)
+    model.eval()  # no dropout: both passes compute the same thing
+
+    def step(onednn: bool):
+        monkeypatch.setenv("BERTLIB_ONEDNN", "1" if onednn else "0")
+        model.zero_grad()
+        with profile(activities=[ProfilerActivity.CPU]) as ran:
+            with autocast(torch.device("cpu")):
+                loss = model(ids, **inputs).loss
+            loss.backward()
+        kernels = {event.key for event in ran.key_averages()}
+        return loss.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None], kernels
+
+    plain, fast = step(False), step(True)
+    assert "mkldnn::_linear_pointwise" in fast[2] and not {"aten::addmm", "aten::mm"} & fast[2]
+    assert {"aten::addmm", "aten::mm"} & plain[2] and "mkldnn::_linear_pointwise" not in plain[2]
+    assert torch.allclose(fast[0], plain[0], rtol=1e-5, atol=1e-6)
+    assert len(fast[1]) == len(plain[1])
+    for ours, theirs in zip(fast[1], plain[1], strict=True):
+        assert torch.allclose(ours, theirs, rtol=1e-4, atol=1e-6)
