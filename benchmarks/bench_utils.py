@@ -131,10 +131,14 @@ def peak_memory(device: torch.device) -> int:
 def provenance(parser: Any, args: Any, *names: str, full: bool = True) -> dict[str, Any]:
     """How a benchmark's result is made (`publish.provenance`), from its command line: the settings `names` (repeats,
     warm-up, batches) as given; trial mode when one is below the script's default or `full` is false (a run that is
-    not the whole suite), full mode otherwise."""
+    not the whole suite), full mode otherwise. Its threads are those `--threads` asks for, when it does: the command
+    line is read before `configure_process` sets them, so torch's count would still be its default."""
     given = {name: getattr(args, name) for name in names}
     mode = publish.mode_of({name: parser.get_default(name) for name in names}, given) if full else "trial"
-    return publish.provenance(mode, **given)
+    made = publish.provenance(mode, **given)
+    if getattr(args, "threads", None):
+        made["threads"] = args.threads
+    return made
 
 
 def write_results(path: str | Path, data: dict[str, Any]) -> Path:
