@@ -16,6 +16,7 @@ from ..data.tokenizer import DEFAULT_VOCAB_SIZE
 from ..data.wikitext import WIKITEXT_CONFIGS
 from ..model.config import PRESETS, BertConfig
 from ..tasks.examples import TASK_NAMES
+from ..tasks.inputs import INPUT_FORMATS
 from ..train.runs import RunError, RunWarning
 from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig
 from .commands import UsageError, distil, finetune, prepare, pretrain
@@ -116,12 +117,25 @@ def _add_making_commands(commands: argparse._SubParsersAction, data: argparse.Ar
 
 def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.ArgumentParser) -> None:
     "The commands that read a run folder."
-    p = _command(commands, "predict", predict, "ask a fine-tuned run about a text")
+    p = _command(commands, "predict", predict, "ask a fine-tuned run about a text, or every line of a file")
     p.add_argument("run", help="the fine-tuning run folder")
-    p.add_argument("text", help="the text (for SQuAD: the paragraph)")
+    p.add_argument("text", nargs="?", help="the text (for SQuAD: the paragraph); - reads it from stdin")
     p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
     p.add_argument("--question", help="the question, for question answering")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    files = p.add_argument_group("a file of inputs, one a line (bertlib.tasks.inputs)")
+    files.add_argument(
+        "--input",
+        metavar="FILE",
+        help="predict every line: plain text, or TSV, CSV (with a header) or JSONL with the task's fields "
+        "(sst2: sentence; rte: sentence1, sentence2; conll2003: tokens; squad: context, question); with labels "
+        "(label, ner_tags, answers) the task's scores are printed",
+    )
+    files.add_argument("--output", metavar="FILE", help="the JSONL file of the predictions, one per input line")
+    files.add_argument("--format", choices=INPUT_FORMATS, help="the input's format (default: by its suffix)")
+    files.add_argument("--skip-bad-lines", action="store_true", help="leave out bad lines (say how many) instead")
+    files.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    files.add_argument("--batch-size", type=int, default=32, help="inputs per batch, sorted by length (32)")
     p.add_argument(
         "--newest",
         action="store_true",
