@@ -2,8 +2,10 @@
 and Welch standard errors, a measurement against a fixed reference, a bootstrap and a ranking, checked against cases
 worked by hand and against scipy's tests (scipy comes with scikit-learn, which seqeval needs)."""
 
+import ast
 import importlib.util
 import math
+import re
 import statistics
 
 import pytest
@@ -81,3 +83,78 @@ def test_a_ranking_says_which_neighbours_it_cannot_tell_apart():
     assert [s.decided for s in found.steps] == [False, True]
     assert found.lowest == ["T = 4", "T = 2"]
     assert str(found).startswith("T = 4 32.800 ~ T = 2 32.967 < T = 1 34.033")
+
+
+# What the solutions' verdicts may not do by themselves: a conclusion that compares two measured numbers comes from
+# solutions/verdict.py, which weighs them against their spread. A comparison whose outcome no rerun can change (a
+# count of a whole split, a difference that is float rounding) says so on its line, `# exact: why`, and one that
+# computes instead of concluding (a merge rule, a bin's label) says `# not a verdict: why`.
+SOLUTIONS = sorted((ROOT / "solutions").glob("s[0-9][0-9]_*.py"))
+ORDERING = (ast.Lt, ast.Gt, ast.LtE, ast.GtE)
+RANKING = {"min", "max", "sorted"}
+MARKER = re.compile(r"# (exact|not a verdict): \S")
+
+
+def _prints(nodes: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "print"
+        for node in nodes
+        for n in ast.walk(node)
+    )
+
+
+def _orderings(node: ast.AST) -> list[ast.Compare]:
+    return [n for n in ast.walk(node) if isinstance(n, ast.Compare) and any(isinstance(o, ORDERING) for o in n.ops)]
+
+
+def _marked(lines: list[str], node: ast.AST) -> bool:
+    "Whether the lines of `node`, or a comment line just above it, carry a marker."
+    above = lines[node.lineno - 2] if node.lineno > 1 and lines[node.lineno - 2].lstrip().startswith("#") else ""
+    return bool(MARKER.search("\n".join([above, *lines[node.lineno - 1 : node.end_lineno]])))
+
+
+def bypasses(source: str) -> list[tuple[int, str]]:
+    """The verdicts of a solution module that bypass the helper, as (line, what): a call of `compared` (judging by a
+    fixed tolerance), an ordering comparison that picks the words printed (the test of a conditional expression, of
+    an `if` whose branches print, or the key of a dict literal's lookup), and a ranking by value (`min`, `max` or
+    `sorted` with a `key`); each unless its lines carry `# exact:` or `# not a verdict:`."""
+    lines = source.splitlines()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "compared":
+                found.append((node, "compared() judges by a fixed tolerance"))
+            elif node.func.id in RANKING and any(k.arg == "key" for k in node.keywords):
+                found.append((node, f"{node.func.id}(key=...) ranks by value"))
+        elif isinstance(node, ast.IfExp) or (isinstance(node, ast.If) and _prints(node.body + node.orelse)):
+            found += [(c, "a comparison picks the words printed") for c in _orderings(node.test)]
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):
+            found += [(c, "a comparison picks the words printed") for c in _orderings(node.slice)]
+    marked = [(n, why) for n, why in found if not _marked(lines, n)]
+    return sorted({(n.lineno, f"{why}: {ast.get_source_segment(source, n)}") for n, why in marked})
+
+
+@pytest.mark.parametrize("module", SOLUTIONS, ids=lambda p: p.stem)
+def test_no_verdict_of_a_solution_bypasses_the_helper(module):
+    found = bypasses(module.read_text(encoding="utf-8"))
+    assert not found, f"{module.name} judges without the spread (use solutions/verdict.py): " + "; ".join(
+        f"line {line}: {what}" for line, what in found
+    )
+
+
+def test_the_check_finds_a_verdict_by_tolerance_by_hand_and_by_ranking_but_not_an_exact_one():
+    source = """
+def exercise_1():
+    said = {"lower": "falls", "higher": "rises"}[compared(a, b, 0.01)]
+    print("better" if loss < other else "worse")
+    if accuracy > chance:
+        print("learned")
+    best = min(found, key=found.get)
+    print("the same" if diff < 1e-4 else "different")  # exact: float rounding of one computation
+    if len(row) > width:
+        flush()
+    label = f"{5 * b + 4 if b < 5 else ''}"  # not a verdict: a bin's label
+    if drawn > 2:  # exact:
+        print("a marker must say why")
+"""
+    assert [line for line, _ in bypasses(source)] == [3, 4, 5, 7, 12]
