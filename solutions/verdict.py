@@ -147,24 +147,30 @@ def against(
 
 
 def bootstrap(
-    measure: Callable[[torch.Tensor], float],
+    measure: Callable[[torch.Tensor], Mapping[str, float]],
     count: int,
     *,
     unit: str = "examples",
     resamples: int = 1000,
     seed: int = 0,
-    fmt: str = ".3f",
-) -> Verdict:
-    """A difference that is no plain mean over examples (a ratio of sums, a maximum over heads, a difference of
-    differences): `measure(indices)` computes it from the examples at `indices` (0..count-1, repeats allowed). Its
-    value on all `count` examples, and as standard error the spread of its values over `resamples` resamples drawn
-    with replacement (Efron's bootstrap), with infinite degrees of freedom."""
+    fmt: str | Mapping[str, str] = ".3f",
+) -> dict[str, Verdict]:
+    """Differences that are no plain mean over examples (a ratio of sums, a maximum over heads, a difference of
+    differences): `measure(indices)` computes them, by name, from the examples at `indices` (0..count-1, repeats
+    allowed). Each verdict holds its value on all `count` examples and, as standard error, the spread of its values
+    over `resamples` resamples drawn with replacement (Efron's bootstrap), with infinite degrees of freedom. `fmt`
+    may differ by name."""
     if count < 2:
         raise ValueError(f"a bootstrap needs two or more {unit}, got {count}")
     generator = torch.Generator().manual_seed(seed)
     drawn = [measure(torch.randint(count, (count,), generator=generator)) for _ in range(resamples)]
     spread = f"{count:,} {unit}, bootstrapped"
-    return Verdict(measure(torch.arange(count)), statistics.stdev(drawn), math.inf, spread, fmt)
+    formats = fmt if isinstance(fmt, Mapping) else {}
+    default = ".3f" if isinstance(fmt, Mapping) else fmt
+    return {
+        name: Verdict(value, statistics.stdev(d[name] for d in drawn), math.inf, spread, formats.get(name, default))
+        for name, value in measure(torch.arange(count)).items()
+    }
 
 
 @dataclass(frozen=True)

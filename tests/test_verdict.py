@@ -69,12 +69,18 @@ def test_one_value_a_side_has_no_spread_and_says_so():
 
 def test_a_bootstrap_of_a_mean_finds_its_standard_error():
     values = torch.arange(200, dtype=torch.float64) % 7  # standard error of the mean: stdev / sqrt(200)
-    found = verdict.bootstrap(lambda i: values[i].mean().item() - 3.0, len(values), unit="tokens")
-    assert found.difference == pytest.approx(values.mean().item() - 3.0)
-    assert found.error == pytest.approx(statistics.stdev(values.tolist()) / math.sqrt(200), rel=0.1)
-    assert found.df == math.inf and found.spread == "200 tokens, bootstrapped"
-    again = verdict.bootstrap(lambda i: values[i].mean().item() - 3.0, len(values), unit="tokens")
-    assert again == found  # a fixed seed: the same verdict on every machine
+
+    def measure(i: torch.Tensor) -> dict[str, float]:
+        return {"mean": values[i].mean().item() - 3.0, "twice": 2 * values[i].mean().item()}
+
+    found = verdict.bootstrap(measure, len(values), unit="tokens", fmt={"twice": ".1f"})
+    error = statistics.stdev(values.tolist()) / math.sqrt(200)
+    assert found["mean"].difference == pytest.approx(values.mean().item() - 3.0)
+    assert found["mean"].error == pytest.approx(error, rel=0.1)
+    assert found["twice"].error == pytest.approx(2 * found["mean"].error)  # the same resamples for every name
+    assert found["mean"].df == math.inf and found["mean"].spread == "200 tokens, bootstrapped"
+    assert (found["mean"].fmt, found["twice"].fmt) == (".3f", ".1f")
+    assert verdict.bootstrap(measure, len(values), unit="tokens", fmt={"twice": ".1f"}) == found  # a fixed seed
 
 
 def test_a_ranking_says_which_neighbours_it_cannot_tell_apart():
