@@ -7,7 +7,8 @@ values (`compare`), a bootstrap over the evaluation examples for a statistic tha
 a measurement against a fixed reference such as chance (`against`). Each returns a `Verdict`: the difference, its
 standard error, and the outcome, which is "lower" or "higher" only when the difference is more than `bar` standard
 errors from zero (Student's t at 95%, two-sided: 1.96 for a large sample, more for a few seeds, 4.30 for three paired
-seeds) and otherwise "unclear": this run cannot tell them apart. `rank` orders several settings by the same rule.
+seeds) and otherwise "unclear": this run cannot tell them apart. `rank` orders several settings by the same rule, and
+`placed` says whether a measurement lies within a band that counts as no change (within 10%, say).
 """
 
 import math
@@ -144,6 +145,27 @@ def against(
     values = _floats(values, "values")
     error = statistics.stdev(values) / math.sqrt(len(values))
     return Verdict(statistics.mean(values) - reference, error, len(values) - 1, f"{len(values):,} {unit}", fmt)
+
+
+def placed(
+    values: Sequence[float] | torch.Tensor, low: float, high: float, *, unit: str = "seeds", fmt: str = ".3f"
+) -> tuple[str, str]:
+    """Where mean(values) lies against the band [`low`, `high`] (a size that counts as no change, such as within
+    10%): 'above' or 'below' when `against` decides it past an edge, 'within' when it decides it inside both, else
+    'unclear'; and the numbers, to print beside the conclusion."""
+    under, over = against(values, low, unit=unit, fmt=fmt), against(values, high, unit=unit, fmt=fmt)
+    if over.outcome == "higher":
+        outcome = "above"
+    elif under.outcome == "lower":
+        outcome = "below"
+    else:
+        outcome = "within" if (over.outcome, under.outcome) == ("lower", "higher") else "unclear"
+    mean = under.difference + low
+    text = (
+        f"{mean:{fmt}} +- {under.error:{fmt}} over {under.spread}, against {low:{fmt}} to {high:{fmt}}: t = "
+        f"{under.t:+.1f} from the low edge, {over.t:+.1f} from the high one; a verdict needs |t| >= {under.bar:.1f}"
+    )
+    return outcome, text
 
 
 def bootstrap(

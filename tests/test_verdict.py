@@ -164,3 +164,12 @@ def exercise_1():
         print("a marker must say why")
 """
     assert [line for line, _ in bypasses(source)] == [3, 4, 5, 7, 12]
+
+
+def test_a_band_places_a_measurement_only_when_both_edges_decide():
+    assert verdict.placed([1.09, 1.10, 1.08], 0.98, 1.02)[0] == "above"
+    assert verdict.placed([0.90, 0.91, 0.89], 0.98, 1.02)[0] == "below"
+    assert verdict.placed([1.000, 1.001, 0.999], 0.98, 1.02)[0] == "within"
+    assert verdict.placed([0.95, 1.05, 1.00], 0.98, 1.02)[0] == "unclear"  # spread wider than the band
+    outcome, text = verdict.placed([1.0, 1.0, 1.0], 0.9, 1.1)  # no spread at all: exactly inside
+    assert outcome == "within" and text.startswith("1.000 +- 0.000 over 3 seeds, against 0.900 to 1.100")
