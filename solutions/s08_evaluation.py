@@ -10,9 +10,8 @@ import statistics
 from itertools import islice
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from common import EVAL_SEED, QUICK, attention_maps, cli, corpus, course_model, header, unigram_baseline
+from per_example import masked_token_losses
 from torch.utils.data import DataLoader
 from verdict import compare
 
@@ -94,22 +93,6 @@ class BigramBaseline:
         return found
 
 
-@torch.no_grad()
-def model_token_losses(model, loader: DataLoader, max_batches: int | None) -> list[float]:
-    "Per masked token of `loader`, in the same order: the model's negative log-probability of the original."
-    found = []
-    for batch in islice(loader, max_batches):
-        out = model(
-            batch["input_ids"],
-            token_type_ids=batch["token_type_ids"],
-            attention_mask=batch["attention_mask"],
-            labels=batch["labels"],
-        )
-        target = batch["labels"][batch["labels"] != -100]
-        found += F.cross_entropy(out.prediction_logits, target, reduction="none").tolist()
-    return found
-
-
 def exercise_2() -> None:
     "Unigram, bigram and the course model on the same validation batches."
     header("exercise 2: a bigram baseline")
@@ -131,7 +114,8 @@ def exercise_2() -> None:
     unigram, bigram, model_scores = (s["mlm_perplexity"] for s in results.values())
     # on the same masked tokens: the mean difference of their losses is the log of the ratio of the perplexities
     before = compare(per_token["bigram"], per_token["unigram"], paired=True, unit="masked tokens")
-    both = compare(model_token_losses(model, loader, BATCHES), per_token["bigram"], paired=True, unit="masked tokens")
+    model_losses = masked_token_losses(model, islice(loader, BATCHES))
+    both = compare(model_losses, per_token["bigram"], paired=True, unit="masked tokens")
     print(
         f"the token before alone cuts the unigram's perplexity by {1 - bigram / unigram:.0%}; the bigram's loss "
         "against the unigram's: "

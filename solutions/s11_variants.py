@@ -66,11 +66,7 @@ def exercise_1() -> None:
             lower="Pre-LN suffers more here, the opposite of what Xiong et al. predict",
             higher="Post-LN suffers more, as Xiong et al. predict: without warm-up its first large updates throw it "
             "off its path, while Pre-LN's normalised sub-layers shield its stream",
-        )
-        + (
-            ", so at this size and length the run does not show what Xiong et al. predict"
-            if not verdict.decided
-            else ""
+            unclear="so at this size and length the run does not show what Xiong et al. predict",
         )
     )
 

@@ -10,9 +10,11 @@ touches but not the size of its effect.
 """
 
 import math
+import statistics
 
 import torch
 from common import (
+    EVAL_SEED,
     QUICK,
     cli,
     course_model,
@@ -26,7 +28,8 @@ from common import (
     student_from_teacher,
     train,
 )
-from verdict import rank
+from per_example import masked_token_losses
+from verdict import compare, rank
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
 
@@ -40,6 +43,23 @@ def electra_loss(model: ElectraForPreTraining, batch: dict) -> torch.Tensor:
     return out.mlm_loss + 50 * out.rtd_loss
 
 
+@torch.no_grad()
+def rtd_hits(model: ElectraForPreTraining, batches: list[dict]) -> tuple[list[float], list[float]]:
+    """Per real token of `batches`, with the generator's samples drawn as `rtd_metrics` draws them: 1 where the
+    discriminator is right, else 0; and the same for answering 'original' everywhere."""
+    model.eval()
+    found, baseline = [], []
+    with torch.random.fork_rng():
+        torch.manual_seed(EVAL_SEED)
+        for batch in batches:
+            out = model(batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+            real = batch["attention_mask"] == 1
+            replaced = out.replaced[real].bool()
+            found += ((out.logits[real] > 0) == replaced).float().tolist()
+            baseline += (~replaced).float().tolist()
+    return found, baseline
+
+
 def exercise_1() -> None:
     "ELECTRA trained alike at 15% and at 30% masking, its discriminator against always answering 'original'."
     header("exercise 1: ELECTRA at 15% masking instead of 30%")
@@ -49,19 +69,24 @@ def exercise_1() -> None:
         torch.manual_seed(0)
         model = ElectraForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, packed_batches(docs, BATCH, LENGTH, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
-        scores = rtd_metrics(model, static_packed(valid, 32, LENGTH, 4, mlm_probability=rate))
-        found[rate] = scores["replaced_share"], scores["rtd_accuracy"]
+        batches = static_packed(valid, 32, LENGTH, 4, mlm_probability=rate)
+        scores = rtd_metrics(model, batches)
+        # one run each: the spread is over the validation tokens, the discriminator and the baseline on the same
+        found[rate] = scores["replaced_share"], compare(*rtd_hits(model, batches), paired=True, unit="tokens")
         print(
             f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
             f"scores {1 - scores['replaced_share']:.1%}; the discriminator scores {scores['rtd_accuracy']:.1%} "
             f"(generator perplexity {scores['mlm_perplexity']:.0f})"
         )
-    for rate, (replaced, accuracy) in found.items():
+    for rate, (replaced, verdict) in found.items():
         print(
             f"at {rate:.0%} the share replaced is {replaced / rate:.2f} x the masking rate (the chance that a sample "
-            f"differs from the original); the discriminator is {100 * (accuracy - (1 - replaced)):+.1f} points from "
-            f"'always original'"
-            + ("" if accuracy > 1 - replaced else ", so it has not yet learned more than the baseline")
+            f"differs from the original); the discriminator's accuracy against 'always original': "
+            + verdict.says(
+                lower="below it",
+                higher="above it: it has learned more than the baseline",
+                unclear="so it has not shown that it learned more than the baseline",
+            )
         )
     print(
         f"halving the masking rate takes the share of replaced tokens from {found[0.30][0]:.1%} to "
@@ -176,28 +201,35 @@ def exercise_4() -> None:
     first_two.bert.encoder.layers[1].load_state_dict(teacher.bert.encoder.layers[1].state_dict())
     torch.manual_seed(0)
     random = BertForPreTraining(spread.config)
-    after = {}
+    losses = {}
     for name, student in (("layers [0, 3]", spread), ("layers [0, 1]", first_two), ("random", random)):
         before = math.exp(mean_mlm_loss(student, valid))
         distil(student, teacher, 2.0)
-        after[name] = math.exp(mean_mlm_loss(student, valid))
+        losses[name] = masked_token_losses(student, valid)
         print(
-            f"{name:<14}: perplexity {before:9.1f} before, {after[name]:9.1f} after {STEPS} steps of distillation "
-            f"(teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
+            f"{name:<14}: perplexity {before:9.1f} before, {math.exp(statistics.mean(losses[name])):9.1f} after "
+            f"{STEPS} steps of distillation (teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
         )
-    order = sorted(after, key=after.get)
-    print("measured order, best first: " + ", ".join(order))
+    # one distillation each: the spread is over the validation's masked tokens, the same for the three students
+    ranking = rank(losses, paired=True, unit="masked tokens")
+    order = ranking.order
+    print(f"measured order by the masked tokens' mean loss, best first: {ranking}")
+    copies = [name for name in order if name != "random"]
     print(
         (
             "both copies end ahead of the random student, which has everything to learn"
-            if order[-1] == "random"
-            else f"the random student is not last after {STEPS} steps"
+            if order[-1] == "random" and ranking.steps[-1].decided
+            else f"this run does not put the random student decidedly last after {STEPS} steps"
         )
-        + f". Between the two copies the {order[0] if order[0] != 'random' else order[1]} start wins: the spread "
-        "layers end with the teacher's last layer, whose output the heads were trained to read, but jump from its "
-        "first layer's output to an input its last layer never saw; the first two layers run in the teacher's own "
-        "order and leave its last steps undone. Which costs less is an empirical question, and the answer can "
-        "change as training goes on"
+        + (
+            f". Between the two copies the {copies[0]} start wins"
+            if ranking.lowest == [copies[0]]
+            else f". This run cannot tell the two copies apart after {STEPS} steps"
+        )
+        + ": the spread layers end with the teacher's last layer, whose output the heads were trained to read, but "
+        "jump from its first layer's output to an input its last layer never saw; the first two layers run in the "
+        "teacher's own order and leave its last steps undone. Which costs less is an empirical question, and the "
+        "answer can change as training goes on. One distillation each: another seed may order the copies otherwise"
     )
 
 

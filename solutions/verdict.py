@@ -98,10 +98,11 @@ class Verdict:
             f"a verdict needs |t| >= {self.bar:.1f}"
         )
 
-    def says(self, lower: str, higher: str) -> str:
-        "The conclusion: `lower` or `higher` when decided, else that this run cannot tell; then the numbers."
-        text = {"lower": lower, "higher": higher, "unclear": UNCLEAR}[self.outcome]
-        return f"{text} ({self})"
+    def says(self, lower: str, higher: str, unclear: str = "") -> str:
+        """The conclusion: `lower` or `higher` when decided, else that this run cannot tell them apart (and
+        `unclear`, what follows from that); then the numbers."""
+        text = {"lower": lower, "higher": higher, "unclear": f"{UNCLEAR}, {unclear}" if unclear else UNCLEAR}
+        return f"{text[self.outcome]} ({self})"
 
 
 def _floats(values: Sequence[float] | torch.Tensor, name: str) -> list[float]:

@@ -35,6 +35,9 @@ def test_paired_seeds_worked_by_hand():
     assert found.t == pytest.approx(2 * math.sqrt(3))
     assert found.outcome == "unclear" and not found.decided
     assert found.says(lower="a is lower", higher="a is higher").startswith("this run cannot tell them apart (+2.000")
+    assert found.says(lower="", higher="", unclear="so more seeds").startswith(
+        "this run cannot tell them apart, so more"
+    )
     # differences 0.9, 1.0, 1.1: standard error 0.1/sqrt(3) = 0.058, t = 17.3, decided
     tight = verdict.compare([10.9, 11.0, 11.1], [10, 10, 10], paired=True)
     assert tight.outcome == "higher" and tight.says(lower="a is lower", higher="a is higher").startswith("a is higher")
