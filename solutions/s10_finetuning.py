@@ -142,7 +142,7 @@ def exercise_2() -> None:
     header("exercise 2: SQuAD past the pre-training length")
     model, tokenizer = course_model()
     trained, positions = course_trained_length(), model.config.max_position_embeddings
-    if 2 * trained > positions:
+    if 2 * trained > positions:  # exact: two numbers of the configuration
         print(f"the course model was trained on {trained} of its {positions} positions: no untrained rows to test")
         return
     rows = PackedDataset(corpus("test"), tokenizer, 2 * trained, seed=1, static=True)
