@@ -5,8 +5,8 @@ layers come from.
 `python solutions/s12_electra_distillation.py` runs them all. Without `BERTLIB_QUICK`, each of its fourteen training
 runs (exercise 3 distils at three temperatures from three seeds) takes 600 steps of 16 sequences of 64 tokens: a
 distillation step computes the teacher's and the student's predictions over the whole vocabulary at every position,
-so longer runs take hours on a CPU (the saved output in `solutions/outputs/` says how long these took). `BERTLIB_QUICK=1` trains for ten steps, which shows what each change
-touches but not the size of its effect.
+so longer runs take hours on a CPU (the saved output in `solutions/outputs/` says how long these took).
+`BERTLIB_QUICK=1` trains for ten steps, which shows what each change touches but not the size of its effect.
 """
 
 import math
