@@ -3,6 +3,7 @@ say how they were made. What the benchmarks share with the studies (the machine,
 results live) is `docs/publish.py`."""
 
 import itertools
+import os
 import resource
 import statistics
 import sys
@@ -17,6 +18,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs"))  # docs/publish.py: what every report shares, studies and benchmarks alike
 import publish  # noqa: E402
+
+from bertlib.utils.devices import autocast as bertlib_autocast  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 machine_info = publish.machine_info
@@ -40,27 +43,41 @@ def synchronize(device: torch.device) -> None:
 
 
 def interleaved_times(
-    fns: dict[str, Callable[[], object]], warmup: int, repeats: int, device: torch.device
+    fns: dict[str, Callable[[], object]],
+    warmup: int,
+    repeats: int,
+    device: torch.device,
+    cpu_times: dict[str, list[float]] | None = None,
 ) -> dict[str, list[float]]:
     """Seconds per call of each function, timed in turn (a, b, a, b, ...) after `warmup` untimed rounds, so
-    that load from other processes and clock changes hit every side alike."""
+    that load from other processes and clock changes hit every side alike. `cpu_times`, when given, gets the CPU
+    seconds this process spent in each call (`time.process_time`): the time it computed, without the time other
+    processes held its core."""
     times: dict[str, list[float]] = {name: [] for name in fns}
     for round_ in range(warmup + repeats):
         for name, fn in fns.items():
             synchronize(device)
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             fn()
             synchronize(device)
             if round_ >= warmup:
                 times[name].append(time.perf_counter() - start)
+                if cpu_times is not None:
+                    cpu_times.setdefault(name, []).append(time.process_time() - cpu)
     return times
 
 
-def training_step(model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool) -> Callable[[], None]:
-    """A step function: forward and the model's own loss (under bf16 autocast if asked), backward, AdamW step, on the
-    next of `batches` (cycled). Nothing in it waits for the GPU."""
+def training_step(
+    model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool, ours: bool = False
+) -> Callable[[], None]:
+    """A step function: forward and the model's own loss (under bf16 autocast if asked; for bertlib's model, `ours`,
+    on a CPU under bertlib's own `autocast`, which runs the products in oneDNN, as its training loop does), backward,
+    AdamW step, on the next of `batches` (cycled). Nothing in it waits for the GPU."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.01, fused=device.type == "cuda")
-    autocast = torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else nullcontext()
+    if bf16:
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+    else:
+        autocast = bertlib_autocast(device) if ours and device.type == "cpu" else nullcontext()
     cycle = itertools.cycle(batches)
 
     def step() -> None:
@@ -114,10 +131,14 @@ def peak_memory(device: torch.device) -> int:
 def provenance(parser: Any, args: Any, *names: str, full: bool = True) -> dict[str, Any]:
     """How a benchmark's result is made (`publish.provenance`), from its command line: the settings `names` (repeats,
     warm-up, batches) as given; trial mode when one is below the script's default or `full` is false (a run that is
-    not the whole suite), full mode otherwise."""
+    not the whole suite), full mode otherwise. Its threads are those `--threads` asks for, when it does: the command
+    line is read before `configure_process` sets them, so torch's count would still be its default."""
     given = {name: getattr(args, name) for name in names}
     mode = publish.mode_of({name: parser.get_default(name) for name in names}, given) if full else "trial"
-    return publish.provenance(mode, **given)
+    made = publish.provenance(mode, **given)
+    if getattr(args, "threads", None):
+        made["threads"] = args.threads
+    return made
 
 
 def write_results(path: str | Path, data: dict[str, Any]) -> Path:
@@ -125,3 +146,8 @@ def write_results(path: str | Path, data: dict[str, Any]) -> Path:
     results live: it goes to a temporary folder instead, which is said (`publish.trial_destination`)."""
     mode = data.get("provenance", {}).get("mode", "trial")
     return publish.write_json(publish.trial_destination(path, mode), data, indent=2)
+
+
+def load_average() -> list[float]:
+    "The machine's load average over 1, 5 and 15 minutes: how many processes wanted a CPU besides the benchmark."
+    return [round(x, 2) for x in os.getloadavg()]

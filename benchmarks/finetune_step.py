@@ -1,7 +1,6 @@
 """Fine-tuning beside HF `transformers`: one training step (forward, cross-entropy, backward, AdamW step) of bertlib's
 `BertForSequenceClassification` against `transformers.BertForSequenceClassification` (SDPA attention) with the same
-weights, batches and dtype; then `bertlib.predict` against transformers' text-classification pipeline on the same
-model, exported.
+weights, batches and dtype. (Prediction with the same model is `prediction.py`'s.)
 
     python benchmarks/finetune_step.py                  # the course model on SST-2, on the CPU
     python benchmarks/finetune_step.py --device cuda    # the same on a GPU, bf16 autocast
@@ -10,19 +9,18 @@ The batches are SST-2's training sentences, tokenized with the model's tokenizer
 loader: length-grouped batches of 32, each padded to its longest sentence rounded up to 8 (the fine-tuning
 collator). Both sides train on the same batches, timed in one process, interleaved (ours, HF, ours, ...) after
 warm-up; a repeat is one pass over the batches, and the median of the repeats is reported. Tokens/s counts the
-sentences' tokens, not their padding. Prediction: one validation sentence per call (cycling through them), and a
-list of sentences, which the pipeline batches and `bertlib.predict`, which takes one text, classifies one by one.
+sentences' tokens, not their padding. On a CPU, a step's floating-point operations (`roofline.py`) over the fp32
+matrix-product peak measured in this process at the model's shapes, before and after the timings, give each side's
+fraction of the peak.
 """
 
 import argparse
 import itertools
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
-import transformers
 
 # runnable from a checkout: the repository's bertlib and the helpers next to this file come first
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,6 +29,7 @@ from bench_utils import (  # noqa: E402
     RESULTS_DIR,
     configure_process,
     interleaved_times,
+    load_average,
     machine_info,
     median,
     provenance,
@@ -38,6 +37,7 @@ from bench_utils import (  # noqa: E402
     training_step,
     write_results,
 )
+from roofline import layer_shapes, measure_peak, roofline, step_flops  # noqa: E402
 
 import bertlib  # noqa: E402
 from bertlib.data.batching import make_loader  # noqa: E402
@@ -78,10 +78,18 @@ def time_steps(ours: torch.nn.Module, batches: list[dict], args: argparse.Namesp
     theirs.set_attn_implementation("sdpa")
     on_device = [{key: value.to(device) for key, value in b.items()} for b in batches]
     bf16 = args.dtype == "bf16"
-    steps = {side: training_step(m, on_device, device, bf16) for side, m in zip(SIDES, (ours, theirs), strict=True)}
+    steps = {
+        side: training_step(m, on_device, device, bf16, ours=side == "bertlib")
+        for side, m in zip(SIDES, (ours, theirs), strict=True)
+    }
     passes = {side: repeated(step, len(batches)) for side, step in steps.items()}
-    times = interleaved_times(passes, args.warmup, args.repeats, device)
     tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    cpu = device.type == "cpu"
+    shapes = layer_shapes(ours.config, sum(b["input_ids"].numel() for b in batches) // len(batches), backward=True)
+    peaks = [measure_peak(shapes)] if cpu else []  # the roofline of a CPU row: this process's matrix-product peak
+    cpu_seconds: dict[str, list[float]] = {}
+    times = interleaved_times(passes, args.warmup, args.repeats, device, cpu_seconds)
+    peaks += [measure_peak(shapes)] if cpu else []
     row: dict[str, Any] = {
         "batch_size": args.batch_size,
         "max_seq_len": args.max_seq_len,
@@ -100,58 +108,11 @@ def time_steps(ours: torch.nn.Module, batches: list[dict], args: argparse.Namesp
             "seconds_per_repeat": [round(t, 5) for t in times[side]],
         }
     row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    if cpu:
+        lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
+        flops = step_flops(ours.config, lengths, "sequence", training=True, labels=len(ours.label_names))
+        row["roofline"] = roofline(flops, {side: median(cpu_seconds[side]) for side in SIDES}, peaks)
     return row
-
-
-def time_predict(model: torch.nn.Module, tokenizer, args: argparse.Namespace, device: torch.device) -> dict:
-    """`bertlib.predict` against transformers' text-classification pipeline on the exported model: one sentence per
-    call, and a list of sentences; with the largest difference between their probabilities."""
-    sentences = [e.text for e in bertlib.load_task(TASK, "validation")[: args.predict_sentences]]
-    with tempfile.TemporaryDirectory() as folder:
-        # cut where predict cuts: the export's model_max_length is the run's length
-        bertlib.save_pretrained_hf(model, tokenizer, folder, model_max_length=args.max_seq_len)
-        pipe = transformers.pipeline("text-classification", model=folder, tokenizer=folder, device=device)
-
-    def ours(text: str) -> dict[str, float]:
-        return bertlib.predict(model, tokenizer, TASK, text, max_seq_len=args.max_seq_len)["probabilities"]
-
-    def theirs(texts: str | list[str], batch_size: int = 1) -> list:
-        return pipe(texts, top_k=None, truncation=True, batch_size=batch_size)
-
-    difference = max(
-        abs(ours(text)[label["label"]] - label["score"]) for text in sentences[:8] for label in theirs(text)
-    )
-    cycles = {side: itertools.cycle(sentences) for side in SIDES}
-    one = interleaved_times(
-        {
-            "bertlib": lambda: ours(next(cycles["bertlib"])),
-            "transformers": lambda: theirs(next(cycles["transformers"])),
-        },
-        len(sentences),
-        args.repeats * len(sentences),
-        device,
-    )
-    batch = interleaved_times(
-        {
-            "bertlib": lambda: [ours(text) for text in sentences],
-            "transformers": lambda: theirs(sentences, args.predict_batch_size),
-        },
-        1,
-        args.repeats,
-        device,
-    )
-    return {
-        "sentences": len(sentences),
-        "one_sentence_ms": {side: 1000 * median(t) for side, t in one.items()},
-        "batch": {
-            "sentences": len(sentences),
-            "pipeline_batch_size": args.predict_batch_size,
-            "sentences_per_second": {side: len(sentences) / median(t) for side, t in batch.items()},
-        },
-        "largest_probability_difference": difference,
-        # predict computes as bertlib's evaluation does (bf16 autocast on a GPU); the pipeline in the model's fp32
-        "dtype": {"bertlib": "bf16 autocast" if device.type == "cuda" else "fp32", "transformers": "fp32"},
-    }
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -166,12 +127,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--train-sentences", type=int, default=None, help="batch the first N (default: all of SST-2)")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--predict-sentences", type=int, default=64, help="SST-2 validation sentences classified")
-    p.add_argument("--predict-batch-size", type=int, default=32, help="the pipeline's batch for a list of sentences")
     p.add_argument("--output", type=Path, default=None, help="JSON file (default: results/finetune_step-DEVICE.json)")
     args = p.parse_args(argv)
-    counts = ("batch_size", "max_seq_len", "batches", "train_sentences", "repeats", "predict_sentences")
-    for name in (*counts, "predict_batch_size"):
+    for name in ("batch_size", "max_seq_len", "batches", "train_sentences", "repeats"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}")
     if args.warmup < 0:
@@ -180,20 +138,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"{args.model} is not a run folder (no config.json); give --model a pre-training run")
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     args.dtype = args.dtype or ("bf16" if args.device.startswith("cuda") else "fp32")
-    # fewer batches, repeats, warm-up or sentences than the defaults is a trial: never written where results are kept
-    names = ("batches", "warmup", "repeats", "predict_sentences")
-    args.provenance = provenance(p, args, *names, full=args.train_sentences is None)
+    # fewer batches, repeats or warm-up than the defaults is a trial: never written where results are kept
+    args.provenance = provenance(p, args, "batches", "warmup", "repeats", full=args.train_sentences is None)
     return args
 
 
 def main(argv: list[str] | None = None) -> Path:
     args = parse_args(argv)
     device = torch.device(args.device)
+    load_before = load_average()
     settings = configure_process(args.threads)
     model, tokenizer = classifier(args.model, device)
     batches = training_batches(tokenizer, args.max_seq_len, args.batch_size, args.batches, args.train_sentences)
     step = time_steps(model, batches, args, device)
-    prediction = time_predict(model, tokenizer, args, device)
     result = {
         "benchmark": "finetune_step",
         "machine": machine_info(device),
@@ -204,15 +161,14 @@ def main(argv: list[str] | None = None) -> Path:
         "train_sentences": args.train_sentences,
         "target_speedup": TARGET_SPEEDUP,
         "step": step,
-        "predict": prediction,
-        "provenance": args.provenance,
+        "provenance": {**args.provenance, "load_average": {"before": load_before, "after": load_average()}},
     }
-    ms = prediction["one_sentence_ms"]
+    fraction = step.get("roofline", {}).get("fraction_of_peak")
     print(
         f"fine-tuning step: bertlib {step['bertlib']['tokens_per_second']:,.0f} tokens/s, transformers "
         f"{step['transformers']['tokens_per_second']:,.0f} tokens/s (x{step['speedup']:.2f}; target "
-        f"x{TARGET_SPEEDUP:g}); predict one sentence: {ms['bertlib']:.1f} ms vs the pipeline's "
-        f"{ms['transformers']:.1f} ms",
+        f"x{TARGET_SPEEDUP:g})"
+        + (f"; {fraction['bertlib']:.0%} vs {fraction['transformers']:.0%} of the measured peak" if fraction else ""),
         flush=True,
     )
     output = write_results(args.output or RESULTS_DIR / f"finetune_step-{device.type}.json", result)

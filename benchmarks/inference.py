@@ -26,11 +26,13 @@ from bench_utils import (  # noqa: E402
     RESULTS_DIR,
     configure_process,
     interleaved_times,
+    load_average,
     machine_info,
     median,
     provenance,
     write_results,
 )
+from roofline import forward_flops, layer_shapes, measure_peak, roofline  # noqa: E402
 
 from bertlib.data.tokenizer import train_wikitext_tokenizer  # noqa: E402
 from bertlib.evaluation.scores import (  # noqa: E402
@@ -87,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--output", default=None)
     args = p.parse_args(argv)
+    load_before = load_average()
     settings = configure_process(args.threads)
     device = resolve_device(args.device)
     if args.run:
@@ -103,6 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     ours_scores = validation_metrics(model, batches)
     theirs_scores = hf_scores(hf_model, batches, device)
     agree = max(abs(ours_scores[k] - v) for k, v in theirs_scores.items())
+    cpu = device.type == "cpu"
+    shapes = layer_shapes(model.config, max(b["input_ids"].numel() for b in batches))
+    peaks = [measure_peak(shapes)] if cpu else []  # the roofline of the CPU rows: this process's matrix-product peak
+    fill_cpu: dict[str, list[float]] = {}
+    evaluation_cpu: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory() as folder:
         import transformers
 
@@ -113,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             3,
             args.repeats * 4,
             device,
+            fill_cpu,
         )
     evaluation = interleaved_times(
         {
@@ -122,9 +131,15 @@ def main(argv: list[str] | None = None) -> None:
         1,
         args.repeats,
         device,
+        evaluation_cpu,
     )
+    peaks += [measure_peak(shapes)] if cpu else []
     result: dict[str, Any] = {
         "benchmark": "inference",
+        "provenance": {
+            **provenance(p, args, "eval_batches", "repeats"),
+            "load_average": {"before": load_before, "after": load_average()},
+        },
         "machine": machine_info(device),
         "settings": settings,
         "model": "run " + Path(args.run).name if args.run else f"random {args.preset}",
@@ -138,8 +153,17 @@ def main(argv: list[str] | None = None) -> None:
             "tokens_per_second": {side: tokens / median(t) for side, t in evaluation.items()},
             "largest_score_difference": agree,
         },
-        "provenance": provenance(p, args, "eval_batches", "repeats"),
     }
+    if cpu:
+        lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
+        masked = [int(n) for b in batches for n in (b["labels"] != IGNORE_INDEX).sum(1)]
+        flops = forward_flops(model.config, lengths, "pretraining", masked=masked)
+        result["evaluation"]["roofline"] = roofline(
+            flops, {side: median(t) for side, t in evaluation_cpu.items()}, peaks
+        )
+        words = len(tokenizer.encode(SENTENCE).ids)
+        flops = forward_flops(model.config, [words], "pretraining", masked=[1])
+        result["fill_mask_roofline"] = roofline(flops, {side: median(t) for side, t in fill_cpu.items()}, peaks)
     ms, ev = result["fill_mask_ms"], result["evaluation"]["tokens_per_second"]
     print(
         f"fill-mask, one sentence: bertlib {ms['bertlib']:.1f} ms, transformers pipeline "

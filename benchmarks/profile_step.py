@@ -3,8 +3,10 @@ the kernels that take the time, and the host-device synchronisations that stall 
 
     python benchmarks/profile_step.py --preset base --batch-size 64 --output profile-base.txt
     python benchmarks/profile_step.py --preset mini --compile        # bertlib under torch.compile
+    python benchmarks/profile_step.py --finetune --threads 1         # finetune_step.py's step: SST-2 on course-mini
 
-Each side is warmed up, then `--steps` steps are recorded. The report lists, per side, the top operators by
+Each side is warmed up, then `--steps` steps are recorded (with `--finetune`, the steps cycle through SST-2 batches
+as `finetune_step.py` makes them). The report lists, per side, the top operators by
 device time (CPU time on a CPU), and the count of calls that make the host wait for the device
 (`cudaStreamSynchronize`, `cudaDeviceSynchronize`, device-to-host copies, `aten::item`, `aten::nonzero`).
 """
@@ -18,6 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import configure_process, synchronize  # noqa: E402
+from finetune_step import ROOT, classifier, training_batches  # noqa: E402
 from train_step import build, make_batch, side_inputs, training_step  # noqa: E402
 
 from bertlib.hf import interop  # noqa: E402
@@ -64,16 +67,28 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     p.add_argument("--compile", action="store_true", help="torch.compile bertlib's model")
+    p.add_argument("--threads", type=int, default=None, help="torch threads for both sides (default: torch's)")
+    p.add_argument("--finetune", action="store_true", help="the fine-tuning step of finetune_step.py instead")
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rows", type=int, default=25, help="operators listed per side")
     p.add_argument("--output", default=None, help="also write the report to this file")
     args = p.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    configure_process(None)
-    config = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
-    batch = make_batch(config, args.batch_size, args.seq_len)
+    configure_process(args.threads)
     bf16 = device.type == "cuda"
-    ours = build("bertlib", config, device)
+    if args.finetune:
+        ours, tokenizer = classifier(ROOT / "models" / "course-mini", device)
+        batches = {
+            side: training_batches(tokenizer, args.seq_len, args.batch_size, 8) for side in ("bertlib", "transformers")
+        }
+        batches = {side: [{k: v.to(device) for k, v in b.items()} for b in found] for side, found in batches.items()}
+        what = f"fine-tuning on SST-2 (course-mini), batch {args.batch_size}, length-grouped"
+    else:
+        config = BertConfig.from_preset(args.preset, vocab_size=args.vocab_size)
+        batch = make_batch(config, args.batch_size, args.seq_len)
+        ours = build("bertlib", config, device)
+        batches = {side: [side_inputs(side, batch, device)] for side in ("bertlib", "transformers")}
+        what = f"{args.preset}, vocab {args.vocab_size:,}, batch {args.batch_size} x {args.seq_len}"
     theirs = interop.to_transformers(ours)
     theirs.set_attn_implementation("sdpa")
     models = {
@@ -81,15 +96,14 @@ def main(argv: list[str] | None = None) -> None:
         "transformers": theirs,
     }
     header = (
-        f"{args.preset}, vocab {args.vocab_size:,}, batch {args.batch_size} x {args.seq_len}, "
-        f"{'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
+        f"{what}, {'bf16 autocast' if bf16 else 'fp32'}, {device.type}"
         + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else "")
-        + f", torch {torch.__version__}"
+        + f", torch {torch.__version__}, {torch.get_num_threads()} thread(s)"
     )
     reports = [header] + [
         profile_side(
             name,
-            training_step(model, [side_inputs(name.split()[0], batch, device)], device, bf16),
+            training_step(model, batches[name.split()[0]], device, bf16, ours=name.startswith("bertlib")),
             args.steps,
             device,
             args.rows,

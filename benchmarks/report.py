@@ -33,6 +33,49 @@ def _machine(machine: dict[str, Any], settings: dict[str, Any]) -> str:
     )
 
 
+def _made(data: dict[str, Any]) -> str:
+    "How a result was made, in a few words: its mode and settings, threads, commit and date, and the machine's load."
+    made = data.get("provenance")
+    if made is None:
+        return "How it was made (mode, commit, load) was not recorded."
+    told = ("mode", "machine", "threads", "commit", "date", "load_average")
+    settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in made.items() if key not in told)
+    threads = f"{made['threads']} thread" + ("s" if made["threads"] != 1 else "")
+    text = f"Made in {made['mode']} mode ({settings}), {threads}, commit {made['commit']}, {made.get('date', '')}"
+    load = made.get("load_average")
+    if load:
+        text += (
+            f"; load average {load['before'][0]:.1f} before and {load['after'][0]:.1f} after, on "
+            f"{data['machine']['cpu_cores']} cores"
+        )
+    return text + "."
+
+
+def _fractions(entry: dict[str, Any]) -> list[str]:
+    "A row's fraction of the measured peak for each side, or 'not measured' (results made before the roofline)."
+    fraction = entry.get("roofline", {}).get("fraction_of_peak")
+    return [f"{fraction[side]:.0%}" if fraction else "not measured" for side in ("bertlib", "transformers")]
+
+
+def _peaks(entries: list[dict[str, Any]]) -> str:
+    "The sentence that says what a fraction of the peak is, and the peaks these rows were measured against."
+    measured = [e["roofline"] for e in entries if "roofline" in e]
+    if not measured:
+        return ""
+    peaks = ", ".join(
+        f"{r['peak_flops'] / 1e9:.0f} GFLOP/s ({r.get('peak_kernel', 'torch.mm')}, {r['peak_shape']})" for r in measured
+    )
+    return (
+        "% of peak: each side's floating-point operations (the matrix products and attention, forward and backward, "
+        "over the real tokens; the last layer only where a head reads it, the masked-LM decoder only at the masked "
+        "tokens: the same count for both sides, `benchmarks/roofline.py`) per second of the CPU time it used, over the "
+        "fp32 matrix-product peak measured in the same process, in CPU time too, at the model's own shapes, the best "
+        "of torch's `torch.mm` (MKL) and oneDNN's kernel, before and after the timings: "
+        f"{peaks}. CPU time leaves out the moments other "
+        "processes held the core, which the tokens/s (wall-clock) include."
+    )
+
+
 def train_step_table(data: dict[str, Any]) -> str:
     "The markdown table of one train_step JSON file."
     gpu = data["machine"]["device"] == "cuda"
@@ -47,8 +90,7 @@ def train_step_table(data: dict[str, Any]) -> str:
         "bertlib peak MiB",
         "transformers peak MiB",
     ]
-    if gpu:
-        header += ["bertlib MFU", "transformers MFU"]
+    header += ["bertlib MFU", "transformers MFU"] if gpu else ["bertlib % of peak", "transformers % of peak"]
     lines = [
         f"Training step, {_machine(data['machine'], data['settings'])}:",
         "",
@@ -75,6 +117,8 @@ def train_step_table(data: dict[str, Any]) -> str:
             cells += [
                 f"{side['mfu']:.1%}" if side.get("mfu") is not None else "unknown peak" for side in (ours, theirs)
             ]
+        else:
+            cells += _fractions(row)
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if gpu:
@@ -88,9 +132,10 @@ def train_step_table(data: dict[str, Any]) -> str:
         lines += [
             "Peak memory on the CPU is the peak RSS of a process that builds one side and runs two steps, or "
             "each real batch once (Python, torch and transformers included, the same for both). Real batches' "
-            "tokens/s count their text, not their padding.",
+            "tokens/s count their text, not their padding. " + _peaks(data["results"]),
             "",
         ]
+    lines += [_made(data), ""]
     return "\n".join(lines)
 
 
@@ -127,15 +172,22 @@ def inference_text(data: dict[str, Any]) -> str:
     "The fill-mask latency and evaluation throughput line of one inference JSON file."
     ms, ev = data["fill_mask_ms"], data["evaluation"]
     speed = ev["tokens_per_second"]
+
+    def share(entry: dict[str, Any]) -> str:
+        fraction = entry.get("roofline", {}).get("fraction_of_peak")
+        return f"; {fraction['bertlib']:.0%} and {fraction['transformers']:.0%} of the peak" if fraction else ""
+
     return (
         f"Inference, {_machine(data['machine'], data['settings'])}, {data['model']} "
         f"({data['parameters'] / 1e6:.1f}M parameters): fill-mask on one sentence takes "
         f"{ms['bertlib']:.1f} ms with `bertlib.evaluation.scores.fill_mask` and {ms['transformers']:.1f} ms with "
-        f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x); evaluation (MLM loss, "
-        f"top-1/top-5, NSP accuracy) runs at {speed['bertlib']:,.0f} tokens/s against "
-        f"{speed['transformers']:,.0f} with transformers' dense logits "
-        f"({speed['bertlib'] / speed['transformers']:.2f}x; the scores agree within "
-        f"{ev['largest_score_difference']:.0e}).\n"
+        f"transformers' fill-mask pipeline ({ms['transformers'] / ms['bertlib']:.2f}x"
+        f"{share({'roofline': data.get('fill_mask_roofline', {})})}); evaluation (MLM loss, top-1/top-5, NSP "
+        f"accuracy) runs at {speed['bertlib']:,.0f} tokens/s against {speed['transformers']:,.0f} with transformers' "
+        f"dense logits ({speed['bertlib'] / speed['transformers']:.2f}x{share(ev)}; the scores agree within "
+        f"{ev['largest_score_difference']:.0e}). "
+        + " ".join(filter(None, [_peaks([e for e in (ev,) if "roofline" in e]), _made(data)]))
+        + "\n"
     )
 
 
@@ -173,18 +225,10 @@ def shared_cpu_text(data: dict[str, Any]) -> str:
 
 
 def finetune_text(data: dict[str, Any]) -> str:
-    "The fine-tuning step's table and the prediction paragraph of one finetune_step JSON file."
-    step, pred = data["step"], data["predict"]
+    "The fine-tuning step's table of one finetune_step JSON file."
+    step = data["step"]
     target = data["target_speedup"]
     verdict = "met" if step["speedup"] >= target else f"missed by {target - step['speedup']:.2f}"
-    ms, batch = pred["one_sentence_ms"], pred["batch"]
-    per_second = batch["sentences_per_second"]
-    dtypes = pred.get("dtype", {})  # on a GPU, predict computes in bf16 autocast and the pipeline in fp32
-    mixed = (
-        f" (`bertlib.predict` in {dtypes['bertlib']}, the pipeline in {dtypes['transformers']})"
-        if len(set(dtypes.values())) > 1
-        else ""
-    )
     return "\n".join(
         [
             f"Fine-tuning step, {_machine(data['machine'], data['settings'])}: `BertForSequenceClassification` "
@@ -195,23 +239,60 @@ def finetune_text(data: dict[str, Any]) -> str:
             f"(`python benchmarks/finetune_step.py`):",
             "",
             "| batch x mean length | max len | padding | dtype | bertlib tokens/s | transformers tokens/s | speed-up | "
-            "target |",
-            "|---|---:|---:|---|---:|---:|---:|---|",
+            "target | bertlib % of peak | transformers % of peak |",
+            "|---|---:|---:|---|---:|---:|---:|---|---:|---:|",
             f"| {step['batch_size']} x {step['mean_length']:.1f} | {step['max_seq_len']} | "
             f"{step['padding_share']:.0%} | {step['dtype']} | {step['bertlib']['tokens_per_second']:,.0f} | "
             f"{step['transformers']['tokens_per_second']:,.0f} | **{step['speedup']:.2f}x** | {target:g}x: "
-            f"{verdict} |",
+            f"{verdict} | " + " | ".join(_fractions(step)) + " |",
             "",
-            f"Prediction with the same model, exported (`bertlib.save_pretrained_hf`): one SST-2 sentence takes "
-            f"{ms['bertlib']:.1f} ms with `bertlib.predict` and {ms['transformers']:.1f} ms with transformers' "
-            f"text-classification pipeline ({ms['transformers'] / ms['bertlib']:.2f}x). For a list of "
-            f"{batch['sentences']:,} sentences the pipeline batches {batch['pipeline_batch_size']} at a time, "
-            f"{per_second['transformers']:,.0f} sentences/s, while `bertlib.predict` takes one text per call, "
-            f"{per_second['bertlib']:,.0f} sentences/s ({per_second['bertlib'] / per_second['transformers']:.2f}x). "
-            f"Their probabilities agree within {pred['largest_probability_difference']:.0e}{mixed}.",
+            " ".join(filter(None, [_peaks([step]), _made(data)])),
             "",
         ]
     )
+
+
+def prediction_text(data: dict[str, Any]) -> str:
+    "The table of `bertlib.predict` on whole data sets against transformers' pipelines (prediction JSON file)."
+    target, rows = data["target_speedup"], data["datasets"]
+    names = {"sst2": "SST-2", "conll2003": "CoNLL-2003"}
+    lines = [
+        f"Prediction, {_machine(data['machine'], data['settings'])}: `bertlib.predict` on a list against "
+        f"transformers' pipelines, {rows[0]['batch_size']} inputs a batch on both sides, the same model exported "
+        f"(`bertlib.save_pretrained_hf`), {data['model']} ({data['parameters'] / 1e6:.1f}M parameters); a repeat is "
+        f"one pass over the data set (`python benchmarks/prediction.py`):",
+        "",
+        "| data set | pipeline | examples | bertlib examples/s | transformers examples/s | speed-up | target | "
+        "identical predictions | bertlib % of peak | transformers % of peak |",
+        "|---|---|---:|---:|---:|---:|---|---|---:|---:|",
+    ]
+    for row in rows:
+        agree, speed = row["agreement"], row["examples_per_second"]
+        verdict = "met" if row["speedup"] >= target else f"missed by {target - row['speedup']:.2f}"
+        same = f"{agree['identical']:,} of {agree['fitting']:,}"
+        if agree["largest_difference"] is not None:
+            same += f" (probabilities within {agree['largest_difference']:.0e})"
+        if agree["longer"]:
+            same += f"; {agree['longer']} longer than the window left out (bertlib reads them in windows, the "
+            same += "pipeline cuts them)"
+        lines.append(
+            f"| {names.get(row['task'], row['task'])} {row['split']} | {row['pipeline']} | {row['examples']:,} | "
+            f"{speed['bertlib']:,.0f} | {speed['transformers']:,.0f} | **{row['speedup']:.2f}x** | {target:g}x: "
+            f"{verdict} | {same} | " + " | ".join(_fractions(row)) + " |"
+        )
+    one = data["one_sentence"]
+    ms = one["ms"]
+    fraction = one["roofline"]["fraction_of_peak"]
+    lines += [
+        "",
+        f"One SST-2 sentence per call takes {ms['bertlib']:.1f} ms with `bertlib.predict` and {ms['transformers']:.1f} "
+        f"ms with the pipeline ({ms['transformers'] / ms['bertlib']:.2f}x; {fraction['bertlib']:.1%} and "
+        f"{fraction['transformers']:.1%} of the peak: one short sentence is overhead, not arithmetic).",
+        "",
+        " ".join(filter(None, [_peaks(rows), _made(data)])),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 # Every result file the section reads, in the order it shows them: what each holds, the command that writes it, and
@@ -229,6 +310,7 @@ PARTS = {
         "`python benchmarks/finetune_step.py --device cuda` on a machine with a GPU",
         False,
     ),
+    "prediction-cpu.json": ("CPU prediction numbers", "`python benchmarks/prediction.py --threads 1`", True),
     "data_pipeline.json": ("data-pipeline numbers", "`python benchmarks/data_pipeline.py`", True),
     "inference-cpu.json": ("CPU inference numbers", "`python benchmarks/inference.py`", True),
     "inference-cuda.json": (
@@ -241,7 +323,8 @@ PARTS = {
 # what each part's text reads of its file
 NEEDS = {
     "train_step": ("machine", "settings", "results"),
-    "finetune_step": ("machine", "settings", "step", "predict", "target_speedup", "model", "parameters"),
+    "finetune_step": ("machine", "settings", "step", "target_speedup", "model", "parameters"),
+    "prediction": ("machine", "settings", "datasets", "one_sentence", "target_speedup", "model", "parameters"),
     "data_pipeline": ("machine", "settings", "tokenizer_training", "encoding", "loader"),
     "inference": ("machine", "settings", "fill_mask_ms", "evaluation", "model", "parameters"),
     "shared_cpu": ("machine", "medians", "timings", "rounds", "steps", "load_average"),
@@ -285,6 +368,7 @@ def render(results_dir: Path = RESULTS_DIR, published: bool = True) -> str:
         "train_step-cuda.json": train_step_table,
         "finetune_step-cpu.json": finetune_text,
         "finetune_step-cuda.json": finetune_text,
+        "prediction-cpu.json": prediction_text,
         "data_pipeline.json": lambda data: data_pipeline_text(data, cuda["results"] if cuda else []),
         "inference-cpu.json": inference_text,
         "inference-cuda.json": inference_text,

@@ -29,6 +29,7 @@ from bench_utils import (  # noqa: E402
     RESULTS_DIR,
     configure_process,
     interleaved_times,
+    load_average,
     machine_info,
     median,
     peak_memory,
@@ -39,6 +40,7 @@ from bench_utils import (  # noqa: E402
     training_step,
     write_results,
 )
+from roofline import layer_shapes, measure_peak, roofline, step_flops  # noqa: E402
 
 from bertlib.data.batching import make_loader  # noqa: E402
 from bertlib.data.corpus import wikitext_corpus  # noqa: E402
@@ -198,7 +200,7 @@ def memory_of(args: argparse.Namespace, config: BertConfig, device: torch.device
     "Child process: two steps of one side, then print the peak memory as JSON."
     model = build(args.memory_of, config, device)
     batches = [side_inputs(args.memory_of, b, device) for b in cpu_batches(args, config)]
-    step = training_step(model, batches, device, args.dtype == "bf16")
+    step = training_step(model, batches, device, args.dtype == "bf16", ours=args.memory_of == "bertlib")
     reset_peak_memory(device)  # the window covers the model, its optimizer state and the steps' activations
     for _ in range(max(2, len(batches))):  # every batch once: the longest sets the peak
         step()
@@ -227,6 +229,7 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
         [side_inputs("bertlib", b, device) for b in batches],
         device,
         bf16,
+        ours=True,
     )
     steps = {
         "bertlib": ours_step,
@@ -234,7 +237,12 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
     }
 
     timed = {side: repeated(step, args.steps_per_repeat) for side, step in steps.items()}
-    times = interleaved_times(timed, args.warmup, args.repeats, device)
+    cpu = device.type == "cpu"
+    shapes = layer_shapes(config, args.batch_size * args.seq_len, backward=True)
+    peaks = [measure_peak(shapes)] if cpu else []  # the roofline of a CPU row: this process's matrix-product peak
+    cpu_seconds: dict[str, list[float]] = {}
+    times = interleaved_times(timed, args.warmup, args.repeats, device, cpu_seconds)
+    peaks += [measure_peak(shapes)] if cpu else []
     # tokens that are text, not padding: what the step is for
     per_cycle = sum(int(b["attention_mask"].sum()) for b in batches)
     tokens = per_cycle * args.steps_per_repeat // len(batches)
@@ -261,6 +269,12 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
             "seconds_per_repeat": [round(t, 5) for t in times[side]],
         }
     row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    if cpu:
+        lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
+        masked = [int(n) for b in batches for n in (b["labels"] != -100).sum(1)]
+        per_cycle = step_flops(config, lengths, "pretraining", training=True, masked=masked)
+        flops = per_cycle * args.steps_per_repeat // len(batches)
+        row["roofline"] = roofline(flops, {side: median(cpu_seconds[side]) for side in SIDES}, peaks)
     if device.type == "cuda":
         peak, source = gpu_peak_flops(device, args.peak_tflops)
         row["peak_flops"], row["peak_flops_source"] = peak, source
@@ -288,6 +302,9 @@ def print_row(row: dict[str, Any]) -> None:
         if row["bertlib"].get("mfu") is not None
         else ""
     )
+    if "roofline" in row:
+        fraction = row["roofline"]["fraction_of_peak"]
+        mfu = f"  {fraction['bertlib']:.0%} vs {fraction['transformers']:.0%} of the measured peak"
     print(
         f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
         f"{row['data']:>8} "
@@ -362,7 +379,7 @@ def main(argv: list[str] | None = None) -> None:
         SUITES[args.suite] if args.suite else [(args.preset, args.vocab_size, args.batch_size, args.seq_len, args.data)]
     )
     steps_per_repeat = args.steps_per_repeat
-    rows, machine = [], machine_info(device)
+    rows, machine, load_before = [], machine_info(device), load_average()
     for preset, vocab_size, batch_size, seq_len, data in shapes:
         args.preset, args.vocab_size, args.batch_size, args.seq_len = preset, vocab_size, batch_size, seq_len
         args.data = data
@@ -371,7 +388,8 @@ def main(argv: list[str] | None = None) -> None:
         print_row(rows[-1])
         if args.output:  # after every row, so that a suite stopped by a time limit keeps the rows it finished
             found = {"benchmark": "train_step", "machine": machine, "settings": settings, "results": rows}
-            found |= {"provenance": args.provenance, "complete": len(rows) == len(shapes)}
+            load = {"load_average": {"before": load_before, "after": load_average()}}
+            found |= {"provenance": args.provenance | load, "complete": len(rows) == len(shapes)}
             written = write_results(args.output, found)
     if args.output:
         print(f"wrote {written}")

@@ -35,11 +35,12 @@ Modules:
 - `bertlib.recipes.distil`: The distillation recipe (DistilBERT, Sanh et al. 2019): a student with fewer layers, initialised from a pre-trained teacher's embeddings, heads and evenly spread layers, learns on packed MLM sequences to match the teacher's softened predictions and last hidden states as well as the masked tokens. The student is a plain `BertForPreTraining` in an ordinary run folder, so evaluation, fill-mask, fine-tuning and export work on it.
 - `bertlib.recipes.finetune`: The fine-tuning recipe: a task's head on a pre-trained encoder, trained by the same loop as pre-training (`bertlib.train.loop.fit`) with the task's loss, validated each epoch with the task's metric, the best validation kept as a checkpoint of its own. What a fine-tuned run predicts for new text is `bertlib.recipes.predict`.
 - `bertlib.recipes.objectives`: The pre-training objectives for the training loop (`bertlib.train.accumulation.Objective`): BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone on packed sequences and ELECTRA's replaced-token detection; and `train`, which runs the loop on a model with the objective its data calls for, scored on a validation loader (with notebook 07's plateau probes for BERT).
-- `bertlib.recipes.predict`: What a fine-tuned run says about new text: `predict` reads one input as the run was trained to (a classifier the start of its text or pair, a tagger a long text in windows of whole words, a reader a long paragraph in windows with a stride) and answers with the task's labels, entities or answer span.
+- `bertlib.recipes.predict`: What a fine-tuned run says about new text: `predict` reads one input, or a list of them, as the run was trained to (a classifier the start of its text or pair, a tagger a long text in windows of whole words, a reader a long paragraph in windows with a stride) and answers with the task's labels, entities or answer span. A list is batched by length, so that each batch pads little, and answered in its own order.
 - `bertlib.recipes.pretrain`: The pre-training recipe: `pretrain` takes a name to a trained run folder on WikiText-2, with BERT's MLM + NSP on sentence pairs, RoBERTa's MLM alone or ELECTRA's replaced-token detection on packed sequences; its data is `pretraining_data`.
 - `bertlib.recipes.time_budget`: A time budget turned into a number of steps: a few steps and one validation are timed on a throwaway copy of the model, and the steps that fit in what is left are fixed before training starts, so the run is reproducible and resumes exactly.
 - `bertlib.tasks.examples`: The fine-tuning tasks' vocabulary: which tasks there are (`TASKS`), their examples as plain dataclasses, the one-line `TaskDataError`, and the checks every example passes whatever file or hub dataset it comes from.
 - `bertlib.tasks.features`: Fine-tuning features: task examples turned into what a head reads and back. A sentence or a pair becomes `[CLS] a [SEP] b [SEP]` with its class; a tagged sentence gets its word's tag on the first piece of each word and -100 on the others; a SQuAD question and a long paragraph become overlapping windows, each with the answer's first and last token (or `[CLS]` when the window does not hold the whole answer). `best_spans` goes the other way: it searches every window of a question for the best span and maps it back to characters.
+- `bertlib.tasks.inputs`: The inputs a user gives `predict` in a file, one example a line: plain text (a sentence, or a text to tag), TSV or CSV with a header that names the task's columns, or JSONL with the task's fields, named as in the hub's datasets: sst2 `sentence`; rte `sentence1` and `sentence2`; conll2003 `tokens` (a list of words, or words between spaces); squad `context` and `question`. A line that also holds the task's label (sst2 and rte `label`, an index or a name; conll2003 `ner_tags`, tag names or ids; squad `answers`, texts of the context) is an example the prediction is scored against. Blank lines are left out; a bad line is a one-line `TaskDataError` that names the file and the line.
 - `bertlib.tasks.load`: The fine-tuning tasks as plain Python examples: SST-2 (sentiment), RTE (entailment), CoNLL-2003 (named entities) and SQuAD v1.1 (extractive question answering).
 - `bertlib.tasks.metrics`: The scores of the fine-tuning tasks: accuracy (SST-2, RTE), entity-level precision, recall and F1 (CoNLL-2003, with `seqeval`) and SQuAD v1.1's exact match and F1 with the official answer normalisation.
 - `bertlib.tasks.sources`: Where the fine-tuning tasks' examples come from: the original files in the local data folder (GLUE TSV, CoNLL columns, the SQuAD JSON, split by article offline) and the HuggingFace hub's datasets, each turned into the examples of `bertlib.tasks.examples` with one-line errors that name the file and row.
@@ -53,9 +54,9 @@ Modules:
 - `bertlib.train.settings`: How to train: `TrainConfig` (the training loop's settings), `PretrainConfig` (plus the pre-training data and objective), `DistilConfig` (the same data, plus the teacher and the distillation loss) and `FinetuneConfig` (plus the task and where the encoder comes from), validated when made and saved in every run's `config.json`. Each field's metadata holds its command-line help, so a new option is one edit here.
 - `bertlib.train.step`: bertlib.train.step: one optimiser step of pre-training, built in notebook 07. AdamW with weight decay on the matrices only, warm-up then linear or cosine decay, and `training_step`: the MLM + NSP loss (under autocast), backward, the gradient norm clipped, the optimiser step; `step_loss` weights micro-batches so that gradient accumulation gives the big batch's gradient. `bertlib.train.loop.fit` runs the same arithmetic in a real run.
 - `bertlib.utils.checks`: Checks of settings, each raising a one-line ValueError that names the setting, its value and what is allowed.
-- `bertlib.utils.devices`: Where tensors live and how they are computed: the device, the CPU threads, mixed precision, moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
+- `bertlib.utils.devices`: Where tensors live and how they are computed: the device, the CPU threads, mixed precision (and on a CPU the matrix products of `F.linear` through oneDNN), moving batches, eval mode, and whether a tensor's values can be read without stalling a GPU.
 - `bertlib.utils.environment`: What the environment asks of bertlib: quick mode, the local data folder, where notebooks put their runs, the machine it runs on and how busy its CPUs are, and the command lines bertlib prints for a shell.
-- `bertlib.utils.files`: Files that a crash never leaves half-written: atomic writes (a temporary file beside the target, flushed and renamed over it) and flushed folder entries, so that a rename survives a power cut. Run folders, checkpoints, tokenizers, configurations and results files are all written through it.
+- `bertlib.utils.files`: Files that a crash never leaves half-written: atomic writes (a temporary file beside the target, flushed and renamed over it) and flushed folder entries, so that a rename survives a power cut. Run folders, checkpoints, tokenizers, configurations and results files are all written through it. Files get the permissions the umask gives (`open_up`), also where a writer makes them private. A write that found no room (a full disk, a used-up quota, the process's file-size limit) is told apart from other failures and described in words (`no_room`, `no_room_reason`).
 - `bertlib.utils.processes`: The training process and its peers: the process group that `torchrun` describes (this process's rank among how many), Ctrl-C or SIGTERM turned into a request that the training loop honours between steps, and the error it raises once it has (`TrainingInterrupted`).
 - `bertlib.viz.attention`: Attention maps of any bertlib BERT, computed and drawn in Python: `attention_maps` runs a model with `output_attentions=True` on a text or a pair and keeps one input's `[layers, heads, seq, seq]` maps with its tokens, segments and words; `plot_attention` (a heatmap), `plot_attention_grid` (the model view) and `head_view_lines` with `plot_head_view` (the head view) draw them; `head_entropy` and `head_scores` measure what each head attends to; `plot_metrics` draws the curves of a training run.
 - `bertlib.viz.diagrams`: Concept diagrams of the course, drawn with matplotlib so that they replay offline and under nbval: the input embedding sum (notebook 02), one head's attention with the padding mask (03), the encoder block, Post-LN beside Pre-LN (04), the pre-training model and its two heads (05), the four fine-tuning patterns (10), and ELECTRA's generator and discriminator (12). Each function returns a `Diagram`, which a notebook shows as a PNG image and whose `figure` is the matplotlib `Figure`; nothing here computes a model.
@@ -63,6 +64,8 @@ Modules:
 - `bertlib.viz.render`: Attention maps rendered for files and browsers: a figure as PNG bytes (`figure_png`), a map as a small PNG (`thumbnail_png`), the head view as self-contained SVG whose hover is plain CSS (`head_view_svg`), and the attention explorer (`explorer_html`): every layer, head and view of one input drawn beforehand into one HTML fragment, switched by a few lines of plain JavaScript, so that it works in a saved notebook and on the course's website, where no kernel runs and nothing may be fetched.
 - `bertlib.viz.tasks`: Pictures of the fine-tuning tasks (notebook 10): a classifier's confusion matrix, bars of scores over seeds beside reference lines (the majority class, a published model), and a tagger's entities and a reader's answer as HTML. The plots return a `Figure`, the views an HTML string; nothing here computes a model or a score.
 - `bertlib.viz.widget`: The interactive attention widget of notebook 09: text boxes, a layer slider, a head selector and three views (heatmap, head view, model view), drawn in Python as PNG or inline SVG so that it works offline, with PNG and HTML export, and its explorer (`AttentionWidget.explorer`): every view drawn beforehand, for where no kernel runs."""
+
+import sys
 
 __version__ = "0.2.0"
 
@@ -124,3 +127,122 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted([*globals(), *_PUBLIC])
+
+
+# bertlib 0.2 kept its modules in one folder; they moved into one folder per layer. For one release an old path still
+# works, with a DeprecationWarning that names the new one: an old module (`bertlib.tokenizer`) is a stand-in, made on
+# import, whose names come from the modules listed here, in order; a folder that took an old module's name
+# (`bertlib.model`) gives that module's names the same way (its `__init__` asks `_old_names`).
+_MOVED = {
+    "attention": ("model.attention",),
+    "batching": ("data.batching",),
+    "checkpoints": ("train.checkpoints",),
+    "checks": ("utils.checks",),
+    "config": ("model.config",),
+    "corpus": ("data.corpus",),
+    "course": ("recipes.course",),
+    "data": ("data.wikitext",),
+    "devices": ("utils.devices",),
+    "distillation": ("model.distillation", "recipes.distil"),
+    "electra": ("model.electra",),
+    "electra_evaluate": ("evaluation.electra",),
+    "embeddings": ("model.embeddings", "model.inputs"),
+    "encoder": ("model.encoder",),
+    "environment": ("utils.environment",),
+    "evaluate": ("evaluation.scores",),
+    "files": ("utils.files",),
+    "finetune_data": ("tasks.features",),
+    "finetuning": ("recipes.finetune", "recipes.predict"),
+    "heads": ("model.heads",),
+    "hf_folders": ("hf.folders",),
+    "interop": ("hf.interop",),
+    "lifecycle": ("train.lifecycle",),
+    "model": ("model.bert",),
+    "model_factory": ("train.factory",),
+    "objectives": ("recipes.objectives",),
+    "packed_data": ("data.packed",),
+    "pretraining": ("recipes.pretrain",),
+    "pretraining_data": ("data.pretraining", "data.pairs"),
+    "processes": ("utils.processes",),
+    "run_report": ("evaluation.report",),
+    "runs": ("train.runs", "train.lifecycle"),
+    "task_examples": ("tasks.examples", "data.wikitext"),
+    "task_metrics": ("tasks.metrics",),
+    "task_sources": ("tasks.sources",),
+    "tasks": ("tasks.examples", "tasks.load", "data.wikitext"),
+    "time_budget": ("recipes.time_budget",),
+    "tokenizer": ("data.tokenizer",),
+    "train_config": ("train.settings", "data.pairs", "model.config"),
+    "trainer": ("train.loop", "train.step"),
+    "viz": ("viz.attention",),
+    "widget": ("viz.widget",),
+}
+
+
+def _moved(old: str, name: str, warn: bool):
+    "The object `name` of bertlib 0.2's module `bertlib.<old>`, from the module it moved to (`warn`: say where)."
+    from importlib import import_module
+
+    for new in _MOVED[old] if not name.startswith("_") else ():
+        module = import_module(f".{new}", __name__)
+        if hasattr(module, name):
+            if warn:
+                import warnings
+
+                warnings.warn(
+                    f"bertlib.{old}.{name} is now bertlib.{new}.{name}; import it from there (bertlib 0.2's path "
+                    f"goes in the next release)",
+                    DeprecationWarning,
+                    stacklevel=3,
+                )
+            return getattr(module, name)
+    raise AttributeError(f"module 'bertlib.{old}' has no attribute {name!r}")
+
+
+def _old_names(package: str):
+    """The `__getattr__` of a folder that took the name of a bertlib 0.2 module: that module's names, each with a warning
+    on its first use; the folder's own modules are left to the import system."""
+    from importlib.machinery import PathFinder
+
+    old = package.removeprefix(f"{__name__}.")
+
+    def old_name(name: str):
+        folder = sys.modules[package]
+        if PathFinder.find_spec(f"{package}.{name}", folder.__path__) is not None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")  # a module of its own, not imported
+        value = _moved(old, name, warn=True)
+        setattr(folder, name, value)  # found from now on without a warning
+        return value
+
+    return old_name
+
+
+class _OldModules:
+    "Finds bertlib 0.2's modules that no folder took the name of: each is a stand-in whose names come from `_MOVED`."
+
+    @staticmethod
+    def find_spec(fullname, path, target=None):
+        from importlib.util import spec_from_loader
+
+        old = fullname.removeprefix(f"{__name__}.")
+        return spec_from_loader(fullname, _OldModules) if fullname != old and old in _MOVED else None
+
+    @staticmethod
+    def create_module(spec):
+        return None
+
+    @staticmethod
+    def exec_module(module):
+        import warnings
+
+        old = module.__name__.removeprefix(f"{__name__}.")
+        module.__getattr__ = lambda name: _moved(old, name, warn=False)  # the import said where they went
+        new = " or ".join(f"bertlib.{new}" for new in _MOVED[old])
+        warnings.warn(
+            f"bertlib.{old} is now {new}; import from there (bertlib 0.2's path goes in the next release)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
+
+sys.meta_path.append(_OldModules)  # last: the package's own modules and folders are found first

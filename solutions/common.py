@@ -16,6 +16,7 @@ import argparse
 import math
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -84,6 +85,7 @@ INTERNALS = {
     # utils, training, evaluation, viz, recipes
     "atomic_write": "utils.files.atomic_write",
     "machine": "utils.environment.machine",
+    "TrainingInterrupted": "utils.processes.TrainingInterrupted",
     "library_train": "recipes.objectives.train",
     "EVAL_SEED": "evaluation.scores.EVAL_SEED",
     "unigram_baseline": "evaluation.scores.unigram_baseline",
@@ -327,6 +329,24 @@ def cli(module_name: str, argv: Sequence[str] | None = None) -> None:
     for number in chosen:
         torch.manual_seed(0)  # the same start whether an exercise runs alone or after others
         start = time.perf_counter()
-        found[number]()
+        try:
+            found[number]()
+        except (KeyboardInterrupt, internal("TrainingInterrupted")) as stop:
+            signum = getattr(stop, "signum", signal.SIGINT)
+            sys.exit(_stopped(script, number, signum))
         seconds[f"exercise_{number}"] = time.perf_counter() - start
     print("\ndone: " + ", ".join(f"{name} ({s:.0f} s)" for name, s in seconds.items()), flush=True)
+
+
+def _stopped(script: str, number: int, signum: int) -> int:
+    """Say in one line that Ctrl-C or SIGTERM stopped exercise `number`, and return the exit status (128 + the signal's
+    number). A solution starts its runs afresh, so what it trained is not to be resumed (without
+    `$BERTLIB_SOLUTIONS_DIR` it lies in a temporary folder, removed at exit): the way on is to run it again."""
+    where = f" (its runs are in {os.environ[OUTPUT_ENV]})" if os.environ.get(OUTPUT_ENV) else ""
+    print(
+        f"{script}: exercise {number} stopped by {signal.Signals(signum).name}{where}; run it again with "
+        f"python solutions/{script} {number}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 128 + signum

@@ -3,21 +3,28 @@ Written by hand.
 
 Each module runs in a process of its own, as a learner runs it (`python solutions/sNN_name.py`), without
 `BERTLIB_QUICK` (`--quick` sets it, for a test of this script); what it prints, standard output and errors in the
-order they came, is saved under a header that names the machine, torch, the date, the commit and the wall time. A
-module whose saved output is newer than its source and than `common.py` is skipped unless `--force`; a module that
-fails is saved with its status and its output, and the others still run.
+order they came, is saved under a header that names the machine, torch, the date, the commit, the SHA-256 of the
+module's source and the wall time. A module is skipped unless `--force` when its saved output ran in the same mode,
+ended well and came from the source as it is now (the recorded hash, not the files' times, which a fresh clone sets
+alike); `common.py`, which every module shares, is not counted: after a change there that alters what they print,
+give `--force`. A module that fails is saved with its status and its output, and the others still run; but a saved
+full-mode output that ended well is never replaced by a failed run, nor by a quick-mode one (the run's output is on the
+screen, and the summary says it was not saved).
 
-    python solutions/run_all.py                # every module whose output is missing, failed or older than its source
+    python solutions/run_all.py                # every module whose output is missing, failed or from another source
     python solutions/run_all.py s00 s03        # these modules (a prefix of their names, or a path)
-    python solutions/run_all.py --force s07    # again, although its output is newer than its source
+    python solutions/run_all.py --force s07    # again, although its output comes from its source as it is
 
-The exit status is 1 when a module failed, 0 otherwise. Set `OMP_NUM_THREADS` to time on a known number of threads;
-the header records it.
+The exit status is 1 when a module failed, 0 otherwise; Ctrl-C or SIGTERM stop the module that runs and end with one
+line, the outputs saved so far kept. Set `OMP_NUM_THREADS` to time on a known number of threads; the header records
+it.
 """
 
 import argparse
 import datetime
+import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -55,14 +62,38 @@ def mode(quick: bool) -> str:
     return "quick mode (BERTLIB_QUICK=1)" if quick else "full mode"
 
 
-def is_current(module: Path, output: Path, quick: bool) -> bool:
-    "True when `output` holds a successful run in this mode, newer than the module and than `common.py`."
+def source_hash(module: Path) -> str:
+    "The SHA-256 of a module's source, which its saved output's header records."
+    return hashlib.sha256(module.read_bytes()).hexdigest()
+
+
+def saved_header(output: Path) -> dict[str, str]:
+    "The fields of a saved output's header (`module`, `source`, `status`, ...); empty when there is none."
     if not output.is_file():
-        return False
-    newest_source = max(module.stat().st_mtime, (SOLUTIONS / "common.py").stat().st_mtime)
-    text = output.read_text(encoding="utf-8")
-    saved_mode = text.partition("\n")[0].rpartition(", ")[2]
-    return output.stat().st_mtime > newest_source and saved_mode == mode(quick) and "\n# status: ok\n" in text
+        return {}
+    head = output.read_text(encoding="utf-8").partition("\n\n")[0]
+    return dict(line[2:].split(": ", 1) for line in head.splitlines() if line.startswith("# ") and ": " in line)
+
+
+def is_current(module: Path, output: Path, quick: bool) -> bool:
+    "True when `output` holds a run in this mode that ended well, of the module's source as it is now."
+    saved = saved_header(output)
+    return (
+        saved.get("module", "").endswith(f", {mode(quick)}")
+        and saved.get("status") == "ok"
+        and saved.get("source", "").startswith(f"sha256 {source_hash(module)}")
+    )
+
+
+def kept_instead(output: Path, quick: bool, status: int) -> str | None:
+    """Why `output` must keep what it holds rather than this run's output, or None: a full-mode run that ended well is
+    replaced by neither a quick-mode run nor a failed one."""
+    saved = saved_header(output)
+    if not (saved.get("module", "").endswith(f", {mode(False)}") and saved.get("status") == "ok"):
+        return None
+    if quick:
+        return "a quick-mode run never replaces a full-mode one"
+    return "a failed run never replaces one that ended well" if status != 0 else None
 
 
 def commit() -> str:
@@ -84,7 +115,8 @@ def commit() -> str:
 
 
 def run_module(module: Path, quick: bool) -> tuple[int, str, float]:
-    "Run `module` as a learner would; its exit status, everything it printed (echoed as it comes) and the seconds."
+    """Run `module` as a learner would; its exit status, everything it printed (echoed as it comes) and the seconds. If
+    this script is stopped meanwhile, the module is stopped too."""
     env = {k: v for k, v in os.environ.items() if k != "BERTLIB_QUICK"}
     if quick:
         env["BERTLIB_QUICK"] = "1"
@@ -95,9 +127,14 @@ def run_module(module: Path, quick: bool) -> tuple[int, str, float]:
         [sys.executable, str(module)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as process:
         lines = []
-        for line in process.stdout:
-            print(line, end="", flush=True)
-            lines.append(line)
+        try:
+            for line in process.stdout:
+                print(line, end="", flush=True)
+                lines.append(line)
+        except BaseException:  # Ctrl-C from a terminal reached the module too; a signal sent to this script did not
+            process.terminate()
+            process.wait()
+            raise
     return process.returncode, "".join(lines), time.perf_counter() - start
 
 
@@ -112,14 +149,47 @@ def header(module: Path, quick: bool, status: int, seconds: float) -> str:
         "threads": f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit(),
+        "source": f"sha256 {source_hash(module)}",
         "wall time": f"{seconds:.0f} s{minutes}",
         "status": "ok" if status == 0 else f"failed (exit status {status})",
     }
     return "".join(f"# {name}: {value}\n" for name, value in lines.items())
 
 
+class Stopped(Exception):
+    "SIGTERM, turned into an exception as Ctrl-C is, so that the run stops the module and ends with one line."
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, frame) -> None:
+    raise Stopped(signum)
+
+
+def run_all(modules: list[Path], output_dir: Path, force: bool, quick: bool) -> dict[str, str]:
+    "Run `modules` and save their outputs in `output_dir`; what became of each, by name."
+    results = {}
+    for module in modules:
+        output = output_dir / f"{module.stem}.txt"
+        if not force and is_current(module, output, quick):
+            results[module.stem] = "skipped: its output comes from its source as it is"
+            continue
+        print(f"\n### {module.name}", flush=True)
+        status, text, seconds = run_module(module, quick)
+        outcome = f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f} s"
+        why = kept_instead(output, quick, status)
+        if why is None:
+            atomic_write(output, header(module, quick, status, seconds) + "\n" + text)
+            results[module.stem] = f"{outcome} -> {output}"
+        else:
+            results[module.stem] = f"{outcome}, not saved: {output} keeps its full-mode output ({why})"
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
-    "Run the chosen modules and save their outputs; 1 when one failed."
+    "Run the chosen modules and save their outputs; 1 when one failed, 128 + the signal's number when stopped."
     parser = argparse.ArgumentParser(
         prog="python solutions/run_all.py",
         description=__doc__.split("\n\n")[0],
@@ -131,16 +201,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", type=Path, default=OUTPUTS, help=f"where outputs go (default: {OUTPUTS})")
     args = parser.parse_args(argv)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for module in chosen_modules(args.modules):
-        output = args.output_dir / f"{module.stem}.txt"
-        if not args.force and is_current(module, output, args.quick):
-            results[module.stem] = "skipped: its output is newer than its source"
-            continue
-        print(f"\n### {module.name}", flush=True)
-        status, text, seconds = run_module(module, args.quick)
-        atomic_write(output, header(module, args.quick, status, seconds) + "\n" + text)
-        results[module.stem] = f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f} s -> {output}"
+    previous = signal.signal(signal.SIGTERM, _stop)
+    try:
+        results = run_all(chosen_modules(args.modules), args.output_dir, args.force, args.quick)
+    except (KeyboardInterrupt, Stopped) as stop:
+        name = "SIGINT" if isinstance(stop, KeyboardInterrupt) else str(stop)
+        print(f"run_all.py: stopped by {name}; the outputs saved before are kept", file=sys.stderr)
+        return 128 + (signal.SIGINT if isinstance(stop, KeyboardInterrupt) else stop.signum)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print("\n" + "\n".join(f"{stem}: {result}" for stem, result in results.items()))
     return 1 if any(r.startswith("FAILED") for r in results.values()) else 0
 

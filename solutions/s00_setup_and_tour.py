@@ -92,7 +92,7 @@ def exercise_2() -> None:
     joined = [w for w in once if re.search(r"\w[-,.]\w", w)]  # `once` is the restored text's
     print(
         f"as stored no word occurs fewer than {rarest['as stored']} times: WikiText made every rarer word <unk>"
-        if rarest["as stored"] > 1
+        if rarest["as stored"] > 1  # exact: a count over the whole split
         else "as stored some words occur once: WikiText kept rare words"
     )
     print(

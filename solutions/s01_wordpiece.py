@@ -8,6 +8,7 @@ paragraphs.
 import time
 from collections import Counter, defaultdict
 
+import torch
 from common import (
     CONTINUATION,
     QUICK,
@@ -19,6 +20,7 @@ from common import (
     train_wordpiece,
     word_frequencies,
 )
+from verdict import bootstrap
 
 from bertlib import load_wikitext2, train_tokenizer
 
@@ -37,21 +39,33 @@ def exercise_1() -> None:
     "Pieces per word of a lower-cased and a cased tokenizer of 8,192 pieces."
     header("exercise 1: a cased tokenizer (lowercase=False) at 8,192 pieces")
     train, valid = _paragraphs("train"), _paragraphs("validation")
-    words = sum(len(p.split()) for p in valid)
-    per_word, vocab = {}, {}
+    words = torch.tensor([len(p.split()) for p in valid], dtype=torch.float64)
+    pieces, vocab = {}, {}
     for lowercase in (True, False):
         tokenizer = train_tokenizer(train, lowercase=lowercase)
-        pieces = sum(len(e.ids) for e in tokenizer.encode_batch(valid, add_special_tokens=False))
-        per_word[lowercase], vocab[lowercase] = pieces / words, tokenizer.get_vocab()
-        print(f"lowercase={lowercase!s:<5}: {pieces / words:.3f} pieces per word on validation ({pieces:,} pieces)")
-    more = per_word[False] / per_word[True] - 1
+        encoded = tokenizer.encode_batch(valid, add_special_tokens=False)
+        pieces[lowercase] = torch.tensor([len(e.ids) for e in encoded], dtype=torch.float64)
+        vocab[lowercase] = tokenizer.get_vocab()
+        print(
+            f"lowercase={lowercase!s:<5}: {pieces[lowercase].sum() / words.sum():.3f} pieces per word on validation "
+            f"({int(pieces[lowercase].sum()):,} pieces)"
+        )
+
+    def measure(rows: torch.Tensor) -> dict[str, float]:
+        "How many more pieces per word the cased tokenizer needs, over the paragraphs at `rows`."
+        return {"more": (pieces[False][rows].sum() / pieces[True][rows].sum()).item() - 1}
+
+    more = bootstrap(measure, len(valid), unit="paragraphs", fmt=".1%")["more"]
     copies = sorted(p for p in vocab[False] if p != p.lower() and p.lower() in vocab[False])
     readable = [c for c in copies if len(c) > 3 and not c.startswith(CONTINUATION)]  # whole words, not letters
     print(
-        f"the cased tokenizer needs {more:+.1%} pieces per word; {len(copies):,} of its {len(vocab[False]):,} pieces "
-        f"are capitalised copies of pieces it also holds in lower case ({', '.join(readable[:3])}), room that the "
-        f"lower-cased vocabulary gives to "
-        + ("more words, so fewer are spelled in pieces" if more > 0 else "other pieces, which do not help here")
+        f"the cased tokenizer needs {more.difference:+.1%} pieces per word; {len(copies):,} of its "
+        f"{len(vocab[False]):,} pieces are capitalised copies of pieces it also holds in lower case "
+        f"({', '.join(readable[:3])}), room that the lower-cased vocabulary gives to "
+        + more.says(
+            lower="other pieces, which do not help here: the cased one needs fewer",
+            higher="more words, so fewer are spelled in pieces",
+        )
     )
 
 
@@ -80,8 +94,9 @@ def train_wordpiece_incremental(
     merges: list[tuple[str, str]] = []
     while len(vocab) < vocab_size and pair_freq:
         if rule == "count":
-            best = min(pair_freq, key=lambda pair: (-pair_freq[pair], pair))
+            best = min(pair_freq, key=lambda pair: (-pair_freq[pair], pair))  # not a verdict: the merge rule
         else:
+            # not a verdict: the merge rule
             best = min(pair_freq, key=lambda p: (-pair_freq[p] / (piece_freq[p[0]] * piece_freq[p[1]]), p))
         merges.append(best)
         new_piece = best[0] + best[1].removeprefix(CONTINUATION)
@@ -152,8 +167,8 @@ def exercise_3() -> None:
     scores = {pair: (pairs[pair], pairs[pair] / (pieces[pair[0]] * pieces[pair[1]])) for pair in letters}
     for (a, b), (n, likelihood) in scores.items():
         print(f"   pair ({a}, {b}): count {n:5}, likelihood {likelihood:.2e}")
-    by_count = max(letters, key=lambda pair: scores[pair][0])
-    by_likelihood = max(letters, key=lambda pair: scores[pair][1])
+    by_count = max(letters, key=lambda pair: scores[pair][0])  # exact: counts of the whole corpus
+    by_likelihood = max(letters, key=lambda pair: scores[pair][1])  # exact: counts of the whole corpus
     print(
         f"of this word's letter pairs, the count rule merges {by_count} first (count {scores[by_count][0]}), the "
         f"likelihood rule {by_likelihood} (likelihood {scores[by_likelihood][1]:.2e}"

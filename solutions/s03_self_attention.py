@@ -9,6 +9,7 @@ import math
 import torch
 import torch.nn.functional as F
 from common import MultiHeadSelfAttention, attention_bias, cli, explicit_attention, header
+from verdict import against
 
 from bertlib import BertConfig, BertForPreTraining
 
@@ -51,8 +52,9 @@ def exercise_1() -> None:
     )
 
 
-def _entropy_bits(probs: torch.Tensor) -> float:
-    return -(probs * torch.log2(probs.clamp_min(1e-12))).sum(-1).mean().item()
+def _entropy_bits(probs: torch.Tensor) -> torch.Tensor:
+    "The entropy in bits of every row of attention."
+    return -(probs * torch.log2(probs.clamp_min(1e-12))).sum(-1).flatten()
 
 
 def exercise_2() -> None:
@@ -79,20 +81,21 @@ def exercise_2() -> None:
         unscaled = explicit_attention(query * math.sqrt(config.head_size), key, key)[1]  # undoes the 1/sqrt(d)
         entropy[name] = _entropy_bits(scaled), _entropy_bits(unscaled)
         print(
-            f"{name:<33}: entropy {entropy[name][0]:.2f} bits scaled, {entropy[name][1]:.2f} bits "
+            f"{name:<33}: entropy {entropy[name][0].mean():.2f} bits scaled, {entropy[name][1].mean():.2f} bits "
             f"without scaling; score std {(query @ key.transpose(-2, -1)).std():.2f} unscaled"
         )
     (init_scaled, init_unscaled), (unit_scaled, unit_unscaled) = entropy.values()
+    # against fixed marks, over the rows of attention: half a bit below uniform, and one bit (two keys' worth)
+    near_uniform = against(init_unscaled, uniform - 0.5, unit="rows", fmt=".2f")
+    one_hot = against(unit_unscaled, 1.0, unit="rows", fmt=".2f")
     print(
         f"without the scaling the scores spread sqrt(d) = {math.sqrt(config.head_size):.0f} times wider. At BERT's "
-        f"initialisation the rows lose {init_scaled - init_unscaled:.2f} bits ({init_unscaled:.2f} of "
-        f"{uniform:.2f}: {'still close to uniform' if uniform - init_unscaled < 0.5 else 'far from uniform'}); "
-        f"with queries and keys of variance 1 they fall from {unit_scaled:.2f} to {unit_unscaled:.2f} bits"
-        + (
-            ", almost one-hot, where the softmax's gradients vanish"
-            if unit_unscaled < 1.0
-            else f", {2**unit_unscaled:.1f} keys' worth of attention"
-        )
+        f"initialisation the rows lose {init_scaled.mean() - init_unscaled.mean():.2f} bits "
+        f"({init_unscaled.mean():.2f} of {uniform:.2f}; against half a bit below uniform: "
+        + near_uniform.says(lower="far from uniform", higher="still close to uniform")
+        + f"); with queries and keys of variance 1 they fall from {unit_scaled.mean():.2f} to "
+        f"{unit_unscaled.mean():.2f} bits, {2 ** unit_unscaled.mean():.1f} keys' worth of attention; against one bit: "
+        + one_hot.says(lower="almost one-hot, where the softmax's gradients vanish", higher="more than two keys' worth")
     )
 
 
@@ -113,7 +116,7 @@ def exercise_3() -> None:
     print(
         f"every real query's scores on the padded keys get the bias {bias:.3e}, so they weigh 0; what a padded "
         f"query computes lands only at padded positions, which nothing reads"
-        if change < 1e-4
+        if change < 1e-4  # exact: one computation two ways, equal up to float rounding
         else "padding changed the outputs at real tokens: the mask does not hide the padded keys"
     )
     labels = padded.clone().masked_fill(mask == 0, -100)

@@ -90,7 +90,7 @@ def exercise_2() -> None:
             f"gradient as much again)"
         )
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    same = abs(results[True][0] - results[False][0]) < 1e-4
+    same = abs(results[True][0] - results[False][0]) < 1e-4  # exact: one loss two ways, up to float rounding
     print(
         f"{'the same loss' if same else 'different losses'}; the full projection takes "
         f"{min(times[False]) / min(times[True]):.1f}x the time of the sparse one and its logits "
@@ -116,7 +116,7 @@ def exercise_3() -> None:
         logits = model(ids).logits
     diff = (by_hand - logits).abs().max().item()
     print(f"the logits are out_proj(tanh(dense(first token's vector))): largest difference {diff:.1e}")
-    if model.roberta.pooler is None and diff < 1e-5:
+    if model.roberta.pooler is None and diff < 1e-5:  # exact: one computation two ways, up to float rounding
         print(
             "RoBERTa has no pooler (NSP would have been the only task to train one) and its classification head "
             "reads the first token through a dense layer with tanh of its own: the shape of BERT's pooler, with new "

@@ -19,7 +19,6 @@ from common import (
     PackedDataset,
     child_seed,
     cli,
-    compared,
     documents,
     header,
     mask_tokens,
@@ -30,6 +29,7 @@ from common import (
     tokenizer,
     train,
 )
+from verdict import against, compare
 
 from bertlib import BertConfig, BertForPreTraining, PretrainingDataset, pretraining_dataloader
 
@@ -60,7 +60,8 @@ def mask_exactly(
 
 def _describe(name: str, counts: list[int]) -> None:
     histogram = Counter(min(c // 5, 5) for c in counts)
-    bars = ", ".join(f"{5 * b}-{5 * b + 4 if b < 5 else '':<2}: {histogram[b] / len(counts):5.1%}" for b in range(6))
+    tails = [str(5 * b + 4) for b in range(5)] + [""]  # the last bin is open
+    bars = ", ".join(f"{5 * b}-{tail:<2}: {histogram[b] / len(counts):5.1%}" for b, tail in enumerate(tails))
     t = torch.tensor(counts, dtype=torch.float)
     print(f"{name:<30} mean {t.mean():5.2f}, std {t.std():4.2f}, min {int(t.min())}, max {int(t.max())}; {bars}")
 
@@ -93,16 +94,17 @@ def exercise_1() -> None:
         by_length[dataset.examples[i].seq_len][0].append(coin)
         by_length[dataset.examples[i].seq_len][1].append(exact)
     spread = [[statistics.pstdev(counts[k]) for counts in by_length.values() if len(counts[k]) > 1] for k in range(2)]
+    # the exact count is a function of the length, so its spread within a length is a fixed reference, 0
+    coin = against(spread[0], statistics.mean(spread[1]), unit="lengths", fmt=".2f")
     print(
         f"means {statistics.mean(ours):.2f} (coin) and {statistics.mean(google):.2f} (exact); among sequences of the "
         f"same length the count varies with a std of {statistics.mean(spread[0]):.2f} for the coin and "
         f"{statistics.mean(spread[1]):.2f} for the exact count, whose largest is {max(google)} (cap "
-        f"{MAX_PREDICTIONS}) where the coin reaches {max(ours)}: "
-        + (
-            "the exact count depends on the length alone, while the coin lets two sequences of one length teach "
-            "different amounts"
-            if statistics.mean(spread[1]) < statistics.mean(spread[0])
-            else "the two vary alike"
+        f"{MAX_PREDICTIONS}) where the coin reaches {max(ours)}; the coin's spread against the exact count's: "
+        + coin.says(
+            lower="the coin varies less (unexpected)",
+            higher="the exact count depends on the length alone, while the coin lets two sequences of one length "
+            "teach different amounts",
         )
     )
 
@@ -111,7 +113,7 @@ def exercise_2() -> None:
     "Pairs per epoch and padding with and without the 10% of short targets."
     header("exercise 2: short_seq_prob=0")
     docs = documents("train", 120)
-    found = {}
+    found, short_inputs = {}, {}
     for short in (0.1, 0.0):
         dataset = PretrainingDataset(docs, tokenizer(), 128, seed=0, short_seq_prob=short)
         lengths = dataset.lengths()
@@ -123,22 +125,23 @@ def exercise_2() -> None:
             padding_waste(lengths, grouped, 32),
             sum(n <= 64 for n in lengths) / len(lengths),
         )
+        short_inputs[short] = [float(n <= 64) for n in lengths]
         print(
             f"short_seq_prob={short}: {len(dataset):,} pairs, mean length {sum(lengths) / len(lengths):.1f}, "
             f"{found[short][3]:.1%} of them 64 tokens or shorter; padding at batch 32: {found[short][1]:.1%} in "
             f"random order, {found[short][2]:.1%} grouped by length"
         )
     (pairs, random_pad, grouped_pad, short_share), (pairs0, random_pad0, grouped_pad0, short_share0) = found.values()
+    fewer = compare(short_inputs[0.0], short_inputs[0.1], unit="pairs", fmt=".2%")
     print(
         f"without short targets: {pairs0 / pairs - 1:+.1%} pairs for the same text; padding in random order from "
         f"{random_pad:.1%} to {random_pad0:.1%}, grouped by length from {grouped_pad:.1%} to {grouped_pad0:.1%}; "
-        f"inputs of 64 tokens or fewer from {short_share:.1%} to {short_share0:.1%}, so the model sees "
-        f"{'fewer' if short_share0 < short_share else 'no fewer'} of the short inputs that fine-tuning will give it"
+        f"inputs of 64 tokens or fewer from {short_share:.1%} to {short_share0:.1%}: "
+        + fewer.says(
+            lower="the model sees fewer of the short inputs that fine-tuning will give it",
+            higher="the model sees more short inputs (unexpected)",
+        )
     )
-
-
-_THAN = {"lower": "lower than", "higher": "higher than", "about the same": "about the same as"}
-_HARDER = {"lower": "easier to predict than", "higher": "harder to predict than", "about the same": "as hard as"}
 
 
 def _kind(whole_word: bool) -> str:
@@ -146,41 +149,46 @@ def _kind(whole_word: bool) -> str:
 
 
 def exercise_3() -> None:
-    "Two tiny models, one trained with whole-word masks: each scored on both kinds of static masks."
+    "Tiny models trained with whole-word masks and with piece masks, from the same seeds, scored on both kinds."
     header("exercise 3: whole-word masking against masking pieces, compared fairly")
     steps, batch, length = (20, 8, 64) if QUICK else (2000, 16, 128)
+    seeds = (0, 1) if QUICK else (0, 1, 2)  # one run a side cannot tell a difference of 0.01 from the seed's noise
     docs, valid = documents("train", 60), documents("validation", 20)
     scores = {wwm: static_batches(valid, 32, length, 4, whole_word_mask=wwm) for wwm in (False, True)}
-    losses = {}
-    for wwm in (False, True):
-        torch.manual_seed(0)
-        model = BertForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
-        train(model, pair_batches(docs, batch, length, whole_word_mask=wwm), steps, lr=1e-3)
-        losses[wwm] = {kind: mean_mlm_loss(model, scores[kind]) for kind in (False, True)}
-        print(
-            f"trained with {_kind(wwm)} masks ({steps} steps): validation MLM loss on piece masks "
-            f"{losses[wwm][False]:.3f}, on whole-word masks {losses[wwm][True]:.3f}"
-        )
+    losses = {(wwm, kind): [] for wwm in (False, True) for kind in (False, True)}  # (trained with, scored on)
+    for seed in seeds:
+        for wwm in (False, True):  # a seed draws the same weights and the same text order for both
+            torch.manual_seed(seed)
+            model = BertForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
+            train(model, pair_batches(docs, batch, length, seed=seed, whole_word_mask=wwm), steps, lr=1e-3)
+            for kind in (False, True):
+                losses[wwm, kind].append(mean_mlm_loss(model, scores[kind]))
+            print(
+                f"seed {seed}, trained with {_kind(wwm)} masks ({steps} steps): validation MLM loss on piece masks "
+                f"{losses[wwm, False][-1]:.3f}, on whole-word masks {losses[wwm, True][-1]:.3f}"
+            )
     # the fair comparison reads a column (both models on the same masks); a diagonal mixes the model with the test
-    winners = {kind: compared(losses[True][kind], losses[False][kind], 0.01) for kind in (False, True)}
-    for kind, verdict in winners.items():
+    columns = {kind: compare(losses[True, kind], losses[False, kind], paired=True) for kind in (False, True)}
+    for kind, verdict in columns.items():
         print(
-            f"on {_kind(kind)} masks the whole-word model's loss is {_THAN[verdict]} the piece model's "
-            f"({losses[True][kind] - losses[False][kind]:+.3f})"
+            f"on {_kind(kind)} masks, the whole-word model's loss against the piece model's: "
+            + verdict.says(lower="lower", higher="higher")
         )
-    harder = losses[False][True] - losses[False][False]
+    harder = compare(losses[False, True], losses[False, False], paired=True)
+    diagonal = statistics.mean(losses[True, True]) - statistics.mean(losses[False, False])
     print(
-        f"each scored on its own kind (the unfair diagonal) the whole-word model is "
-        f"{losses[True][True] - losses[False][False]:+.3f} off, of which the masks alone explain {harder:+.3f}: for "
-        f"the same model whole-word masks are "
-        f"{_HARDER[compared(harder, 0, 0.01)]} piece masks"
+        f"each scored on its own kind (the unfair diagonal) the whole-word model is {diagonal:+.3f} off; the piece "
+        "model's loss on whole-word masks against piece masks: "
+        + harder.says(lower="whole-word masks are easier to predict", higher="whole-word masks are harder to predict")
     )
-    if len(set(winners.values())) == 1 and winners[False] != "about the same":
-        print(f"on both kinds of masks the whole-word model is {winners[False]}: a fair verdict at this size")
+    outcomes = {verdict.outcome for verdict in columns.values()}
+    if outcomes in ({"lower"}, {"higher"}):
+        print(f"on both kinds of masks the whole-word model's loss is {outcomes.pop()}: a fair verdict at this size")
     else:
         print(
-            "the columns disagree or tie, so the masks alone do not decide; they only serve the pre-training "
-            "(fine-tuning never masks), so the fairest test of the two is a fine-tuned task"
+            "the columns disagree, or this run cannot tell the two models apart, so the masks alone do not decide; "
+            "they only serve the pre-training (fine-tuning never masks), so the fairest test of the two is a "
+            "fine-tuned task"
         )
 
 

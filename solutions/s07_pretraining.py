@@ -13,7 +13,6 @@ import torch
 from common import (
     QUICK,
     cli,
-    compared,
     documents,
     header,
     library_train,
@@ -24,6 +23,7 @@ from common import (
     train,
 )
 from torch import nn
+from verdict import compare
 
 from bertlib import BertConfig, BertForPreTraining, PretrainConfig, PretrainingDataset
 
@@ -60,17 +60,13 @@ def exercise_1() -> None:
         library_train(model, dataset, cfg, show_progress=False)
         losses[schedule].append(mean_mlm_loss(model, valid))
         print(f"{schedule:<6} seed {seed}, {STEPS} steps: validation MLM loss {losses[schedule][-1]:.4f}")
-    effect = statistics.mean(losses["cosine"]) - statistics.mean(losses["linear"])
+    # a seed draws the same weights and text order for both schedules, so the seeds pair them
+    verdict = compare(losses["cosine"], losses["linear"], paired=True, fmt=".4f")
     noise = max(max(values) - min(values) for values in losses.values())  # what a change of seed alone moved
-    verdict = {
-        "lower": "cosine ends lower than linear",
-        "higher": "cosine ends higher than linear",
-        "about the same": "the two end alike, within the seed noise",
-    }[compared(effect, 0, noise)]
     print(
-        f"cosine - linear, mean over {len(SEEDS)} seeds: {effect:+.4f}; the largest change of seed within one "
-        f"schedule: {noise:.4f} -> {verdict} (the difference is {abs(effect) / max(noise, 1e-12):.1f}x the noise); "
-        f"to claim it at other sizes, run more seeds of each"
+        f"the largest change of seed within one schedule: {noise:.4f}; cosine against linear: "
+        + verdict.says(lower="cosine ends lower than linear", higher="cosine ends higher than linear")
+        + "; to claim it at other sizes, run more seeds of each"
     )
 
 
@@ -137,15 +133,18 @@ def exercise_2() -> None:
         f"(relative {naive_error:.1%})"
     )
     print(
+        # exact: these three compare one computation done two ways, equal up to float rounding or not
         ("the library's accumulation matches the big batch" if diff < 1e-4 else "the library's accumulation differs")
+        # exact: float rounding
         + ("; so does the weighting by masked tokens" if exact_error < 1e-5 else "; the weighting does not match")
         + (
             f", while the mean of means is off by {naive_error:.1%}: the MLM loss is a mean over masked tokens, and "
             "the mean of per-micro-batch means gives a token of a micro-batch with few masks more weight than one "
             "with many"
-            if naive_error > 1e-4
+            if naive_error > 1e-4  # exact: float rounding
             else ", and so does the mean of means here"
         )
+        # exact: counts of masks
         + ("" if len(set(masked)) > 1 else "; these micro-batches hold the same number of masks, where the two agree")
     )
 
@@ -163,24 +162,29 @@ def exercise_3() -> None:
         )
         gains = torch.cat([m.weight for m in model.modules() if isinstance(m, nn.LayerNorm)]).detach()
         biases = torch.cat([p.flatten() for n, p in model.named_parameters() if n.endswith("bias")]).detach()
-        found[decay_everything] = gains.norm().item(), statistics.mean(losses[-20:])
+        found[decay_everything] = gains, losses[-20:]
         print(
             f"{'decay everything' if decay_everything else 'matrices only':<16}: LayerNorm gains mean "
             f"{gains.mean():.5f} (norm {gains.norm():.3f}, {gains.numel()} gains), biases mean |b| "
-            f"{biases.abs().mean():.5f}; mean loss of the last 20 steps {found[decay_everything][1]:.3f}"
+            f"{biases.abs().mean():.5f}; mean loss of the last 20 steps {statistics.mean(losses[-20:]):.3f}"
         )
-    (norm, loss), (decayed_norm, decayed_loss) = found.values()
+    (gains, last), (decayed_gains, decayed_last) = found.values()
+    # one run each: the spreads are those over the gains (the same parameter in both runs) and over the last 20
+    # steps (the same batches in both runs), not over seeds
+    pulled = compare(decayed_gains.abs(), gains.abs(), paired=True, unit="gains", fmt=".4f")
+    loss = compare(decayed_last, last, paired=True, unit="steps", fmt=".3f")
     print(
-        f"decaying the gains changed their norm by {decayed_norm / norm - 1:+.2%} in {STEPS} steps"
-        + (
-            ", pulling them from 1 towards 0, which shrinks every normalised output; the optimiser has to keep pushing "
-            "them back, against a force that has nothing to do with the data"
-            if decayed_norm < norm
-            else ", not towards 0"
+        f"decaying the gains changed their norm by {decayed_gains.norm() / gains.norm() - 1:+.2%} in {STEPS} steps; "
+        "their size against the undecayed run's: "
+        + pulled.says(
+            lower="pulled from 1 towards 0, which shrinks every normalised output; the optimiser has to keep pushing "
+            "them back, against a force that has nothing to do with the data",
+            higher="not pulled towards 0",
         )
-        + f"; the training loss ended {compared(decayed_loss, loss, 0.01)}"
-        + (" than" if abs(decayed_loss - loss) >= 0.01 else " as")
-        + f" without it ({decayed_loss - loss:+.3f})"
+    )
+    print(
+        "the training loss of the last 20 steps with the gains decayed against without: "
+        + loss.says(lower="lower with decay", higher="higher with decay")
     )
 
 

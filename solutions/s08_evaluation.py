@@ -6,11 +6,14 @@ validation split.
 """
 
 import math
+import statistics
 from itertools import islice
 
 import numpy as np
 from common import EVAL_SEED, QUICK, attention_maps, cli, corpus, course_model, header, unigram_baseline
+from per_example import masked_token_losses
 from torch.utils.data import DataLoader
+from verdict import compare
 
 from bertlib import PretrainingDataset, fill_mask, pretraining_dataloader, validation_metrics
 
@@ -63,7 +66,8 @@ class BigramBaseline:
         self.pair_counts = dict(zip(pairs.tolist(), counts.tolist(), strict=True))
         self.before_counts = np.bincount(ids[:-1], minlength=vocab_size)
         self.best_after = {}  # the most frequent token after each token
-        for pair, _ in sorted(self.pair_counts.items(), key=lambda item: item[1]):  # the most frequent last
+        # not a verdict: the most frequent pair last, so that it wins the table
+        for pair, _ in sorted(self.pair_counts.items(), key=lambda item: item[1]):
             self.best_after[pair // vocab_size] = pair % vocab_size
 
     def probability(self, before: int, token: int) -> float:
@@ -76,16 +80,17 @@ class BigramBaseline:
     def best(self, before: int) -> int:
         return self.best_after.get(before, int(self.unigram.argmax()))
 
-    def scores(self, loader: DataLoader, max_batches: int | None) -> dict[str, float]:
-        nll = hits = count = 0.0
+    def token_losses(self, loader: DataLoader, max_batches: int | None) -> dict[str, list[float]]:
+        "Per masked token of `loader`: the unigram's and the bigram's negative log-probability, the bigram's hit."
+        found = {"unigram": [], "bigram": [], "hit": []}
         for batch in islice(loader, max_batches):
             rows, cols = (batch["labels"] != -100).nonzero(as_tuple=True)
             for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
                 before, target = int(batch["input_ids"][r, c - 1]), int(batch["labels"][r, c])
-                nll -= math.log(self.probability(before, target))
-                hits += self.best(before) == target
-                count += 1
-        return {"mlm_perplexity": math.exp(nll / count), "mlm_accuracy": hits / count}
+                found["unigram"].append(-math.log(self.unigram[target]))
+                found["bigram"].append(-math.log(self.probability(before, target)))
+                found["hit"].append(float(self.best(before) == target))
+        return found
 
 
 def exercise_2() -> None:
@@ -95,25 +100,35 @@ def exercise_2() -> None:
     train_ids = corpus("train").ids
     loader = validation_loader(EVAL_SEED)
     vocab_size = tokenizer.get_vocab_size()
+    per_token = BigramBaseline(train_ids, vocab_size).token_losses(loader, BATCHES)
     results = {
         "unigram": unigram_baseline(train_ids, islice(loader, BATCHES), vocab_size),
-        "bigram (the token before)": BigramBaseline(train_ids, vocab_size).scores(loader, BATCHES),
+        "bigram (the token before)": {
+            "mlm_perplexity": math.exp(statistics.mean(per_token["bigram"])),
+            "mlm_accuracy": statistics.mean(per_token["hit"]),
+        },
         "course model": validation_metrics(model, loader, BATCHES),
     }
     for name, s in results.items():
         print(f"{name:<27} perplexity {s['mlm_perplexity']:8.2f}, top-1 {s['mlm_accuracy']:.3f}")
     unigram, bigram, model_scores = (s["mlm_perplexity"] for s in results.values())
+    # on the same masked tokens: the mean difference of their losses is the log of the ratio of the perplexities
+    before = compare(per_token["bigram"], per_token["unigram"], paired=True, unit="masked tokens")
+    model_losses = masked_token_losses(model, islice(loader, BATCHES))
+    both = compare(model_losses, per_token["bigram"], paired=True, unit="masked tokens")
     print(
-        f"the token before alone cuts the unigram's perplexity by {1 - bigram / unigram:.0%}"
-        if bigram < unigram
-        else "the token before alone does not beat the unigram here"
+        f"the token before alone cuts the unigram's perplexity by {1 - bigram / unigram:.0%}; the bigram's loss "
+        "against the unigram's: "
+        + before.says(lower="it beats the unigram", higher="it does not beat the unigram here")
     )
     print(
         f"the model, which reads both sides of the mask and both segments, cuts the bigram's by "
-        f"{1 - model_scores / bigram:.0%}"
-        if model_scores < bigram
-        else f"the model does not beat the bigram ({model_scores:.2f} against {bigram:.2f}): it is still on the "
-        "plateau where a small BERT guesses little better than word statistics"
+        f"{1 - model_scores / bigram:.0%}; the model's loss against the bigram's: "
+        + both.says(
+            lower="it beats the bigram",
+            higher="it does not beat the bigram: it is still on the plateau where a small BERT guesses little "
+            "better than word statistics",
+        )
     )
 
 

@@ -13,7 +13,6 @@ from common import (
     AttentionMaps,
     attention_maps,
     cli,
-    compared,
     course_model,
     documents,
     head_entropy,
@@ -23,6 +22,7 @@ from common import (
     split_documents,
     train,
 )
+from verdict import bootstrap
 
 from bertlib import BertForPreTraining, load_wikitext2
 
@@ -50,52 +50,75 @@ def exercise_1() -> None:
     train(short, pair_batches(documents("train", 60), batch, length), steps, lr=1e-3)
     texts = sentences()
     print(f"{len(texts)} validation sentences; strongest head per pattern, and the mean entropy per layer (bits)")
-    strongest, entropy = {}, {}
+    maps = {}
     for name, model in (("untrained", untrained), ("short run", short), ("course model", course)):
-        maps = [attention_maps(model, tokenizer, t) for t in texts]
-        scores, per_head = head_scores(maps), head_entropy(maps)
-        strongest[name] = {p: scores[p].nan_to_num(-1).max().item() for p in ("previous token", "next token", "[SEP]")}
-        entropy[name] = per_head.mean().item()
+        maps[name] = [attention_maps(model, tokenizer, t) for t in texts]
+        scores, per_head = head_scores(maps[name]), head_entropy(maps[name])
         label = f"short run, {steps} steps" if name == "short run" else name
         print(
             f"{label:<22} previous {_strongest(scores['previous token'])}, next {_strongest(scores['next token'])}, "
             f"[SEP] {_strongest(scores['[SEP]'])}; entropy " + ", ".join(f"{e:.2f}" for e in per_head.mean(1))
         )
-    positional = {name: max(s["previous token"], s["next token"]) for name, s in strongest.items()}
-    way = (positional["short run"] - positional["untrained"]) / (positional["course model"] - positional["untrained"])
+
+    def measured(rows: torch.Tensor) -> dict[str, dict[str, float]]:
+        "Over the sentences at `rows`, for each model: its strongest positional and [SEP] heads, its mean entropy."
+        found = {}
+        for name, listed in maps.items():
+            chosen = [listed[i] for i in rows.tolist()]
+            scores = head_scores(chosen)
+            found[name] = {
+                "positional": max(scores[p].nan_to_num(-1).max().item() for p in ("previous token", "next token")),
+                "[SEP]": scores["[SEP]"].nan_to_num(-1).max().item(),
+                "entropy": head_entropy(chosen).mean().item(),
+            }
+        return found
+
+    def measure(rows: torch.Tensor) -> dict[str, float]:
+        "How far the short run has gone (against a quarter of the way), how much sharper, how much on [SEP]."
+        found = measured(rows)
+        untrained, short_run, trained = (found[name]["positional"] for name in maps)
+        return {
+            "way": (short_run - untrained) / (trained - untrained) - 0.25,
+            "sharper": found["course model"]["entropy"] - found["untrained"]["entropy"],
+            "sep": found["course model"]["[SEP]"] - 0.5,  # against half of a head's attention
+        }
+
+    verdicts = bootstrap(measure, len(texts), unit="sentences", resamples=300, fmt={"way": ".1%", "sharper": ".2f"})
+    found = measured(torch.arange(len(texts)))
+    positional = {name: found[name]["positional"] for name in maps}
     print(
         f"the strongest positional head (previous or next token): untrained {positional['untrained']:.3f}, short run "
         f"{positional['short run']:.3f}, course model {positional['course model']:.3f}: the short run has gone "
-        f"{way:.0%} of the way from the untrained model to the course model"
-        + (", so it is still on the plateau, with heads close to the untrained baseline" if way < 0.25 else "")
-    )
-    sep = strongest["course model"]["[SEP]"]
-    sharper = entropy["course model"] < entropy["untrained"]
-    print(
-        f"the course model's attention is {'sharper' if sharper else 'not sharper'} than the untrained model's "
-        f"({entropy['course model']:.2f} bits against {entropy['untrained']:.2f}), and "
-        + (
-            f"a head parks on [SEP] ({sep:.3f} of its attention)"
-            if sep > 0.5
-            else f"no head parks on [SEP] (at most {sep:.3f} of a head's attention)"
+        f"{verdicts['way'].difference + 0.25:.0%} of the way from the untrained model to the course model; against "
+        "a quarter of the way: "
+        + verdicts["way"].says(
+            lower="it is still on the plateau, with heads close to the untrained baseline",
+            higher="its heads have left the untrained baseline",
         )
     )
+    print(
+        f"the course model's mean entropy against the untrained model's ({found['course model']['entropy']:.2f} bits "
+        f"against {found['untrained']['entropy']:.2f}): "
+        + verdicts["sharper"].says(lower="sharper", higher="flatter")
+        + f"; the course model's strongest [SEP] head ({found['course model']['[SEP]']:.3f} of its attention) "
+        "against half of a head's: "
+        + verdicts["sep"].says(lower="no head parks on [SEP]", higher="a head parks on [SEP]")
+    )
 
 
-def same_string_score(maps: list[AttentionMaps]) -> tuple[torch.Tensor, float]:
-    """[layers, heads]: the attention a head gives to *other* tokens with the same text as the query, averaged
-    over the queries that have one (notebook 09's pattern scores, with one more pattern); and what uniform attention
-    would give them."""
-    total, uniform, count = torch.zeros(maps[0].attentions.shape[:2]), 0.0, 0
+def same_string_parts(maps: list[AttentionMaps]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per sentence: [sentences, layers, heads] the attention that each head gives to *other* tokens with the same
+    text as the query, summed over the queries that have one; what uniform attention would give them; and how many
+    such queries there are (notebook 09's pattern scores, with one more pattern)."""
+    totals, uniform, counts = [], [], []
     for m in maps:
         tokens = m.tokens
         same = torch.tensor([[a == b and i != j for j, b in enumerate(tokens)] for i, a in enumerate(tokens)])
         rows = same.any(1)
-        if rows.any():
-            total += (m.attentions * same).sum(-1)[..., rows].sum(-1)
-            uniform += (same[rows].sum(1) / len(tokens)).sum().item()
-            count += int(rows.sum())
-    return total / max(count, 1), uniform / max(count, 1)
+        totals.append((m.attentions * same).sum(-1)[..., rows].sum(-1))
+        uniform.append((same[rows].sum(1) / len(tokens)).sum().item())
+        counts.append(int(rows.sum()))
+    return torch.stack(totals), torch.tensor(uniform), torch.tensor(counts)
 
 
 def exercise_2() -> None:
@@ -105,11 +128,20 @@ def exercise_2() -> None:
     torch.manual_seed(0)
     untrained = BertForPreTraining(course.config).eval()
     texts = sentences()
-    best = {}
-    for name, model in (("untrained", untrained), ("course model", course)):
-        scores, uniform = same_string_score([attention_maps(model, tokenizer, t) for t in texts])
+    parts = {
+        name: same_string_parts([attention_maps(model, tokenizer, t) for t in texts])
+        for name, model in (("untrained", untrained), ("course model", course))
+    }
+
+    def pooled(name: str, rows: torch.Tensor) -> tuple[torch.Tensor, float]:
+        "[layers, heads] the pattern's score over the sentences at `rows`, and uniform attention's."
+        totals, uniform, counts = parts[name]
+        count = max(int(counts[rows].sum()), 1)
+        return totals[rows].sum(0) / count, uniform[rows].sum().item() / count
+
+    for name in parts:
+        scores, uniform = pooled(name, torch.arange(len(texts)))
         flat = scores.flatten().topk(3)
-        best[name] = flat.values[0].item()
         heads = ", ".join(
             f"{i // scores.shape[1]}.{i % scores.shape[1]}: {v:.3f}"
             for v, i in zip(flat.values.tolist(), flat.indices.tolist(), strict=True)
@@ -117,14 +149,26 @@ def exercise_2() -> None:
         print(
             f"{name:<13} strongest heads (layer.head: share of attention on other copies of the query's token) {heads}"
         )
+
+    def measure(rows: torch.Tensor) -> dict[str, float]:
+        "The course model's strongest head against twice the larger of uniform and the untrained model's strongest."
+        (course_scores, uniform), (untrained_scores, _) = pooled("course model", rows), pooled("untrained", rows)
+        return {"margin": course_scores.max().item() - 2 * max(uniform, untrained_scores.max().item())}
+
+    found = bootstrap(measure, len(texts), unit="sentences")
+    everything = torch.arange(len(texts))
+    (course_scores, uniform), (untrained_scores, _) = (
+        pooled("course model", everything),
+        pooled("untrained", everything),
+    )
+    best, untrained_best = course_scores.max().item(), untrained_scores.max().item()
     print(
         f"uniform attention would give the other copies {uniform:.3f}; the course model's strongest head gives them "
-        f"{best['course model']:.3f}, {best['course model'] / uniform:.1f}x that, the untrained model's "
-        f"{best['untrained']:.3f}"
-        + (
-            ": that head links repeated words (a name, 'the' to 'the')"
-            if best["course model"] > 2 * max(uniform, best["untrained"])
-            else ": no head of the course model has a marked habit of it"
+        f"{best:.3f}, {best / uniform:.1f}x that, the untrained model's {untrained_best:.3f}; the course model's "
+        "strongest head against twice the larger of the two: "
+        + found["margin"].says(
+            lower="no head of the course model has a marked habit of it",
+            higher="that head links repeated words (a name, 'the' to 'the')",
         )
     )
 
@@ -161,21 +205,28 @@ def exercise_3() -> None:
     course, tokenizer = course_model()
     pairs = [value_weighted(course, tokenizer, t) for t in sentences()]
     plain, weighted = head_scores([p for p, _ in pairs]), head_scores([w for _, w in pairs])
-    moves = {"lower": [], "higher": [], "about the same": []}
+
+    def measure(rows: torch.Tensor) -> dict[str, float]:
+        "For each pattern, the mean over heads of its weighted score minus its plain one, over the sentences at `rows`."
+        chosen = [pairs[i] for i in rows.tolist()]
+        before, after = head_scores([p for p, _ in chosen]), head_scores([w for _, w in chosen])
+        return {pattern: (after[pattern].nanmean() - before[pattern].nanmean()).item() for pattern in PATTERNS}
+
+    found = bootstrap(measure, len(pairs), unit="sentences", resamples=300, fmt=".4f")
     for pattern in PATTERNS:
-        before, after = plain[pattern].nanmean().item(), weighted[pattern].nanmean().item()
-        moves[compared(after, before, 0.002)].append(pattern)
         print(
-            f"{pattern:>15}: mean over heads {before:.3f} -> {after:.3f}, "
-            f"strongest head {plain[pattern].nan_to_num(0).max():.3f} -> {weighted[pattern].nan_to_num(0).max():.3f}"
+            f"{pattern:>15}: mean over heads {plain[pattern].nanmean():.3f} -> {weighted[pattern].nanmean():.3f} "
+            f"({found[pattern]}), strongest head {plain[pattern].nan_to_num(0).max():.3f} -> "
+            f"{weighted[pattern].nan_to_num(0).max():.3f}"
         )
     change = sum((p.attentions - w.attentions).abs().sum(-1).mean() for p, w in pairs) / len(pairs) / 2
     print(f"on average {change:.1%} of a row's attention moves to other keys when weighted")
     said = {
         "lower": "falls: the heads look there, at keys whose value vectors are small, but move little",
         "higher": "rises: those keys send more than their weight suggests",
-        "about the same": "stays within 0.002",
+        "unclear": f"changes by less than these {len(pairs)} sentences can tell from their noise",
     }
+    moves = {outcome: [p for p in PATTERNS if found[p].outcome == outcome] for outcome in said}
     print(
         "weighted, the share of "
         + "; of ".join(f"{', '.join(moves[k])} {said[k]}" for k in said if moves[k])

@@ -2,17 +2,19 @@
 labelling every masked position as replaced gets wrong, the distillation temperature, and where the student's
 layers come from.
 
-`python solutions/s12_electra_distillation.py` runs them all. Without `BERTLIB_QUICK`, each of its eight training
-runs takes 600 steps of 16 sequences of 64 tokens: a distillation step computes the teacher's and the student's
-predictions over the whole vocabulary at every position, so longer runs take hours on a CPU (the saved output in
-`solutions/outputs/` says how long these took). `BERTLIB_QUICK=1` trains for ten steps, which shows what each change
-touches but not the size of its effect.
+`python solutions/s12_electra_distillation.py` runs them all. Without `BERTLIB_QUICK`, each of its fourteen training
+runs (exercise 3 distils at three temperatures from three seeds) takes 600 steps of 16 sequences of 64 tokens: a
+distillation step computes the teacher's and the student's predictions over the whole vocabulary at every position,
+so longer runs take hours on a CPU (the saved output in `solutions/outputs/` says how long these took).
+`BERTLIB_QUICK=1` trains for ten steps, which shows what each change touches but not the size of its effect.
 """
 
 import math
+import statistics
 
 import torch
 from common import (
+    EVAL_SEED,
     QUICK,
     cli,
     course_model,
@@ -26,6 +28,8 @@ from common import (
     student_from_teacher,
     train,
 )
+from per_example import masked_token_losses
+from verdict import compare, rank
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
 
@@ -39,6 +43,23 @@ def electra_loss(model: ElectraForPreTraining, batch: dict) -> torch.Tensor:
     return out.mlm_loss + 50 * out.rtd_loss
 
 
+@torch.no_grad()
+def rtd_hits(model: ElectraForPreTraining, batches: list[dict]) -> tuple[list[float], list[float]]:
+    """Per real token of `batches`, with the generator's samples drawn as `rtd_metrics` draws them: 1 where the
+    discriminator is right, else 0; and the same for answering 'original' everywhere."""
+    model.eval()
+    found, baseline = [], []
+    with torch.random.fork_rng():
+        torch.manual_seed(EVAL_SEED)
+        for batch in batches:
+            out = model(batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"])
+            real = batch["attention_mask"] == 1
+            replaced = out.replaced[real].bool()
+            found += ((out.logits[real] > 0) == replaced).float().tolist()
+            baseline += (~replaced).float().tolist()
+    return found, baseline
+
+
 def exercise_1() -> None:
     "ELECTRA trained alike at 15% and at 30% masking, its discriminator against always answering 'original'."
     header("exercise 1: ELECTRA at 15% masking instead of 30%")
@@ -48,19 +69,24 @@ def exercise_1() -> None:
         torch.manual_seed(0)
         model = ElectraForPreTraining(BertConfig.from_preset("tiny" if QUICK else "mini", vocab_size=8192))
         train(model, packed_batches(docs, BATCH, LENGTH, mlm_probability=rate), STEPS, lr=1e-3, loss=electra_loss)
-        scores = rtd_metrics(model, static_packed(valid, 32, LENGTH, 4, mlm_probability=rate))
-        found[rate] = scores["replaced_share"], scores["rtd_accuracy"]
+        batches = static_packed(valid, 32, LENGTH, 4, mlm_probability=rate)
+        scores = rtd_metrics(model, batches)
+        # one run each: the spread is over the validation tokens, the discriminator and the baseline on the same
+        found[rate] = scores["replaced_share"], compare(*rtd_hits(model, batches), paired=True, unit="tokens")
         print(
             f"masking {rate:.0%}: {scores['replaced_share']:.1%} of the tokens replaced, so 'always original' "
             f"scores {1 - scores['replaced_share']:.1%}; the discriminator scores {scores['rtd_accuracy']:.1%} "
             f"(generator perplexity {scores['mlm_perplexity']:.0f})"
         )
-    for rate, (replaced, accuracy) in found.items():
+    for rate, (replaced, verdict) in found.items():
         print(
             f"at {rate:.0%} the share replaced is {replaced / rate:.2f} x the masking rate (the chance that a sample "
-            f"differs from the original); the discriminator is {100 * (accuracy - (1 - replaced)):+.1f} points from "
-            f"'always original'"
-            + ("" if accuracy > 1 - replaced else ", so it has not yet learned more than the baseline")
+            f"differs from the original); the discriminator's accuracy against 'always original': "
+            + verdict.says(
+                lower="below it",
+                higher="above it: it has learned more than the baseline",
+                unclear="so it has not shown that it learned more than the baseline",
+            )
         )
     print(
         f"halving the masking rate takes the share of replaced tokens from {found[0.30][0]:.1%} to "
@@ -97,25 +123,26 @@ def exercise_2() -> None:
     )
 
 
-def _student_batches():
-    return packed_batches(documents("train", 60), BATCH, LENGTH, mlm_probability=0.15)
-
-
-def distil(student: BertForPreTraining, teacher: BertForPreTraining, temperature: float) -> list[float]:
-    "A short distillation with DistilBERT's weights: 5 x soft targets + 2 x MLM + 1 x cosine."
+def distil(student: BertForPreTraining, teacher: BertForPreTraining, temperature: float, seed: int = 0) -> list[float]:
+    """A short distillation with DistilBERT's weights, 5 x soft targets + 2 x MLM + 1 x cosine, on the text in the
+    order that `seed` draws, with its dropout."""
 
     def loss(model: BertForPreTraining, batch: dict) -> torch.Tensor:
         soft, mlm, cos = distillation_losses(model, teacher, batch, temperature)
         return 5 * soft + 2 * mlm + cos
 
-    return train(student, _student_batches(), STEPS, lr=5e-4, loss=loss)
+    torch.manual_seed(seed)
+    batches = packed_batches(documents("train", 60), BATCH, LENGTH, seed=seed, mlm_probability=0.15)
+    return train(student, batches, STEPS, lr=5e-4, loss=loss)
 
 
 def exercise_3() -> None:
-    "The teacher's distributions at three temperatures, then the student distilled at each."
+    "The teacher's distributions at three temperatures, then the student distilled at each from the same seeds."
     header("exercise 3: distil at temperature 1, 2 and 4")
     teacher, _ = course_model()
     valid = static_packed(documents("validation", 20), 16, LENGTH, 2 if QUICK else 8, mlm_probability=0.15)
+    seeds = (0, 1) if QUICK else (0, 1, 2)  # the temperatures' perplexities lie within 1.4 of one another
+    temperatures = (1.0, 2.0, 4.0)
     batch = valid[0]
     with torch.no_grad():
         logits = teacher(
@@ -125,32 +152,42 @@ def exercise_3() -> None:
         f"teacher, {len(logits)} masked tokens; student before training: perplexity "
         f"{math.exp(mean_mlm_loss(student_from_teacher(teacher), valid)):.1f}"
     )
-    found = {}
-    for temperature in (1.0, 2.0, 4.0):
+    entropies = []
+    for temperature in temperatures:
         probs = (logits / temperature).softmax(-1)
-        entropy = -(probs * probs.clamp_min(1e-12).log2()).sum(-1).mean()
-        top = probs.max(-1).values.mean()
-        student = student_from_teacher(teacher)
+        entropies.append((-(probs * probs.clamp_min(1e-12).log2()).sum(-1).mean()).item())
         with torch.no_grad():
-            soft = distillation_losses(student.eval(), teacher, batch, temperature)[0]
-        distil(student, teacher, temperature)
-        found[temperature] = entropy.item(), math.exp(mean_mlm_loss(student, valid))
+            soft = distillation_losses(student_from_teacher(teacher).eval(), teacher, batch, temperature)[0]
         print(
-            f"T = {temperature:g}: teacher's entropy {entropy:.2f} bits, top probability {top:.3f}; fresh student's "
-            f"soft loss {soft:.4f}; after {STEPS} steps the student's perplexity {found[temperature][1]:.1f}"
+            f"T = {temperature:g}: teacher's entropy {entropies[-1]:.2f} bits, top probability "
+            f"{probs.max(-1).values.mean():.3f}; fresh student's soft loss {soft:.4f}"
         )
-    entropies = [e for e, _ in found.values()]
-    best = min(found, key=lambda t: found[t][1])
+    perplexity = {f"T = {t:g}": [] for t in temperatures}
+    for seed in seeds:  # a seed draws the text order and the dropout, the same for every temperature
+        for temperature, found in zip(temperatures, perplexity.values(), strict=True):
+            student = student_from_teacher(teacher)
+            distil(student, teacher, temperature, seed)
+            found.append(math.exp(mean_mlm_loss(student, valid)))
+        print(
+            f"seed {seed}: the student's perplexity after {STEPS} steps: "
+            + ", ".join(f"{name} {found[-1]:.1f}" for name, found in perplexity.items())
+        )
+    ranking = rank(perplexity, paired=True, fmt=".1f")
+    best = ranking.lowest
     print(
         (
             "a higher temperature flattens the teacher's distribution (its entropy rises with T), so its second and "
             "third guesses carry weight"
-            if entropies == sorted(entropies)
+            if entropies == sorted(entropies)  # exact: the same logits at every T, and entropy rises with T
             else "the teacher's entropy does not rise with T here"
         )
-        + f"; after {STEPS} steps the student is best at T = {best:g} (perplexity {found[best][1]:.1f}, the worst "
-        f"{max(p for _, p in found.values()):.1f}). The T^2 factor keeps the soft loss's gradients comparable across "
-        "temperatures"
+        + f"; the student's perplexity after {STEPS} steps, lowest first: {ranking}: "
+        + (
+            f"the student is best at {best[0]}"
+            if len(best) == 1
+            else f"this run cannot tell {', '.join(best[:-1])} and {best[-1]} apart at the top"
+        )
+        + ". The T^2 factor keeps the soft loss's gradients comparable across temperatures"
     )
 
 
@@ -164,28 +201,35 @@ def exercise_4() -> None:
     first_two.bert.encoder.layers[1].load_state_dict(teacher.bert.encoder.layers[1].state_dict())
     torch.manual_seed(0)
     random = BertForPreTraining(spread.config)
-    after = {}
+    losses = {}
     for name, student in (("layers [0, 3]", spread), ("layers [0, 1]", first_two), ("random", random)):
         before = math.exp(mean_mlm_loss(student, valid))
         distil(student, teacher, 2.0)
-        after[name] = math.exp(mean_mlm_loss(student, valid))
+        losses[name] = masked_token_losses(student, valid)
         print(
-            f"{name:<14}: perplexity {before:9.1f} before, {after[name]:9.1f} after {STEPS} steps of distillation "
-            f"(teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
+            f"{name:<14}: perplexity {before:9.1f} before, {math.exp(statistics.mean(losses[name])):9.1f} after "
+            f"{STEPS} steps of distillation (teacher: {math.exp(mean_mlm_loss(teacher, valid)):.1f})"
         )
-    order = sorted(after, key=after.get)
-    print("measured order, best first: " + ", ".join(order))
+    # one distillation each: the spread is over the validation's masked tokens, the same for the three students
+    ranking = rank(losses, paired=True, unit="masked tokens")
+    order = ranking.order
+    print(f"measured order by the masked tokens' mean loss, best first: {ranking}")
+    copies = [name for name in order if name != "random"]
     print(
         (
             "both copies end ahead of the random student, which has everything to learn"
-            if order[-1] == "random"
-            else f"the random student is not last after {STEPS} steps"
+            if order[-1] == "random" and ranking.steps[-1].decided
+            else f"this run does not put the random student decidedly last after {STEPS} steps"
         )
-        + f". Between the two copies the {order[0] if order[0] != 'random' else order[1]} start wins: the spread "
-        "layers end with the teacher's last layer, whose output the heads were trained to read, but jump from its "
-        "first layer's output to an input its last layer never saw; the first two layers run in the teacher's own "
-        "order and leave its last steps undone. Which costs less is an empirical question, and the answer can "
-        "change as training goes on"
+        + (
+            f". Between the two copies the {copies[0]} start wins"
+            if ranking.lowest == [copies[0]]
+            else f". This run cannot tell the two copies apart after {STEPS} steps"
+        )
+        + ": the spread layers end with the teacher's last layer, whose output the heads were trained to read, but "
+        "jump from its first layer's output to an input its last layer never saw; the first two layers run in the "
+        "teacher's own order and leave its last steps undone. Which costs less is an empirical question, and the "
+        "answer can change as training goes on. One distillation each: another seed may order the copies otherwise"
     )
 
 

@@ -248,20 +248,27 @@ def test_finetune_batches_are_padded_as_the_fine_tuning_loop_pads_them(course_to
 
 
 def test_finetune_step_benchmark_writes_its_results_and_the_report_their_rows(tmp_path, task_data):
-    "The benchmark at its smallest (two batches, one repeat, three sentences), in a process of its own."
+    "The benchmark at its smallest (two batches, one repeat), in a process of its own: speeds, roofline, provenance."
     output = tmp_path / "finetune_step-cpu.json"
     env = {**os.environ, "BERTLIB_DATA_DIR": str(task_data), "PYTHONPATH": str(ROOT)}
     small = ["--batches", "2", "--train-sentences", "300", "--repeats", "1", "--warmup", "0", "--device", "cpu"]
-    predict = ["--predict-sentences", "3", "--predict-batch-size", "2", "--output", str(output)]
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "finetune_step.py"), *small, *predict],
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "finetune_step.py"),
+            *small,
+            "--threads",
+            "1",
+            "--output",
+            str(output),
+        ],
         env=env,
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(output.read_text())
-    step, pred = data["step"], data["predict"]
+    step = data["step"]
     assert step["batches"] == 2 and step["batch_size"] == 32 and data["parameters"] > 5e6
     assert 0 < step["padding_share"] < 1 and step["tokens"] == round(step["mean_length"] * 64)
     for side in ("bertlib", "transformers"):
@@ -269,16 +276,120 @@ def test_finetune_step_benchmark_writes_its_results_and_the_report_their_rows(tm
             step["tokens"] / step[side]["seconds_per_repeat"][0],
             rel=1e-3,  # the seconds are kept to 5 decimals
         )
+        assert step["roofline"]["fraction_of_peak"][side] == pytest.approx(
+            step["roofline"]["flops"] / step["roofline"]["cpu_seconds"][side] / step["roofline"]["peak_flops"]
+        )
     assert step["speedup"] == pytest.approx(
         step["bertlib"]["tokens_per_second"] / step["transformers"]["tokens_per_second"]
     )
-    assert pred["largest_probability_difference"] < 1e-5  # the export is the same model
-    assert pred["batch"]["sentences"] == 3 and set(pred["one_sentence_ms"]) == {"bertlib", "transformers"}
-    assert data["provenance"]["mode"] == "trial" and data["provenance"]["repeats"] == 1  # it says how it was made
+    made = data["provenance"]  # it says how it was made
+    assert made["mode"] == "trial" and made["repeats"] == 1 and made["warmup"] == 0 and made["threads"] == 1
+    assert made["commit"] and len(made["load_average"]["before"]) == len(made["load_average"]["after"]) == 3
     text = load_script("report").render(tmp_path, published=False)
+    fractions = " | ".join(f"{step['roofline']['fraction_of_peak'][side]:.0%}" for side in ("bertlib", "transformers"))
     row = (
         f"| 32 x {step['mean_length']:.1f} | 128 | {step['padding_share']:.0%} | fp32 | "
         f"{step['bertlib']['tokens_per_second']:,.0f} | {step['transformers']['tokens_per_second']:,.0f} | "
         f"**{step['speedup']:.2f}x** | 1.5x: "
     )
-    assert row in text and f"{pred['one_sentence_ms']['bertlib']:.1f} ms with `bertlib.predict`" in text
+    assert (
+        row in text
+        and f"| {fractions} |" in text
+        and "Made in trial mode (batches 2, warmup 0, repeats 1), 1 thread" in text
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- roofline
+@pytest.mark.parametrize("head", ["pretraining", "sequence", "token", "span"])
+def test_a_steps_flops_are_what_torchs_flop_counter_counts(head):
+    """The roofline's count of a training step (forward and backward) equals torch's own count of the matrix products
+    and attention that bertlib's model runs, for every head (on sequences without padding, which torch would count)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    import bertlib
+
+    roofline = load_script("roofline")
+    config = BertConfig.from_preset("tiny", vocab_size=500)
+    torch.manual_seed(0)
+    ids = torch.randint(5, 500, (3, 20))
+    inputs = {}
+    if head == "pretraining":
+        model = bertlib.BertForPreTraining(config)
+        labels = torch.full_like(ids, IGNORE_INDEX)
+        labels[:, [3, 7, 9]] = ids[:, [3, 7, 9]]
+        inputs = {"labels": labels, "next_sentence_label": torch.zeros(3, dtype=torch.long)}
+    elif head == "span":
+        model = bertlib.BertForQuestionAnswering(config)
+    else:
+        kind = bertlib.BertForSequenceClassification if head == "sequence" else bertlib.BertForTokenClassification
+        model = kind(config, ("a", "b", "c"))
+    with FlopCounterMode(display=False) as counted:
+        out = model.train()(ids, **inputs)
+        (out.loss if head == "pretraining" else out.logits if head != "span" else out.start_logits).sum().backward()
+    classes = {"pretraining": 2, "span": 2}.get(head, 3)
+    expected = roofline.step_flops(config, [20] * 3, head, training=True, masked=[3] * 3, labels=classes)
+    assert counted.get_total_flops() == expected
+
+
+def test_the_peak_is_the_best_shape_and_each_fraction_its_share():
+    roofline = load_script("roofline")
+    config = BertConfig.from_preset("tiny", vocab_size=500)
+    shapes = roofline.layer_shapes(config, 64, backward=True)
+    assert (64, 128, 512) in shapes and (512, 64, 128) in shapes and len(shapes) == len(set(shapes))
+    peak = roofline.measure_peak(shapes[:2], repeats=1, seconds=0.001)
+    assert peak["flops"] == max(f for kernels in peak["per_shape"].values() for f in kernels.values())
+    assert peak["per_shape"][peak["shape"]][peak["kernel"]] == peak["flops"]
+    row = roofline.roofline(
+        8e9, {"bertlib": 1.0, "transformers": 2.0}, [{"flops": 10e9, "shape": "a"}, {"flops": 16e9, "shape": "b"}]
+    )
+    assert row["peak_flops"] == 16e9 and row["peak_shape"] == "b" and row["peak_flops_measured"] == [10e9, 16e9]
+    assert row["fraction_of_peak"] == {"bertlib": 0.5, "transformers": 0.25}
+
+
+def test_report_shows_each_cpu_rows_fraction_of_the_peak(tmp_path):
+    report = load_script("report")
+    data = sample("cpu")
+    data["results"][0]["roofline"] = {
+        "fraction_of_peak": {"bertlib": 0.612, "transformers": 0.188},
+        "peak_flops": 95e9,
+        "peak_shape": "4096 x 256 x 1024",
+    }
+    (tmp_path / "train_step-cpu.json").write_text(json.dumps(data))
+    text = report.render(tmp_path, published=False)
+    assert "| **3.25x** | 700 | 1,201 | 61% | 19% |" in text and "95 GFLOP/s (torch.mm, 4096 x 256 x 1024)" in text
+    assert "How it was made (mode, commit, load) was not recorded." in text  # a result from before provenance
+
+
+# -------------------------------------------------------------------------------------------------- prediction
+def test_prediction_benchmark_writes_its_results_and_the_report_its_table(tmp_path, task_data):
+    """`bertlib.predict` against the pipelines at the smallest size, in a process of its own: every prediction the
+    same as the pipeline's, and the table with the speed-up, the agreement and each side's fraction of the peak."""
+    output = tmp_path / "prediction-cpu.json"
+    env = {**os.environ, "BERTLIB_DATA_DIR": str(task_data), "PYTHONPATH": str(ROOT)}
+    small = ["--sentences", "40", "--repeats", "1", "--warmup", "0", "--one-sentences", "2", "--threads", "1"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "prediction.py"), *small, "--output", str(output)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads(output.read_text())
+    assert [row["task"] for row in data["datasets"]] == ["sst2", "conll2003"] and data["provenance"]["mode"] == "trial"
+    for row in data["datasets"]:
+        agree = row["agreement"]
+        assert row["examples"] == 40 and agree["identical"] == agree["fitting"] == 40 - agree["longer"]
+        assert row["speedup"] == pytest.approx(row["seconds"]["transformers"] / row["seconds"]["bertlib"])
+    assert data["datasets"][0]["agreement"]["largest_difference"] < 1e-5
+    text = load_script("report").render(tmp_path, published=False)
+    sst2 = data["datasets"][0]
+    assert f"| SST-2 validation | text-classification | 40 | {sst2['examples_per_second']['bertlib']:,.0f} |" in text
+    assert f"**{sst2['speedup']:.2f}x** | 2x: " in text and "| 40 of 40 (probabilities within" in text
+
+
+def test_trial_prediction_settings_never_replace_the_published_results():
+    "Part of a data set, fewer repeats or no warm-up is a trial, which `write_results` keeps out of results/."
+    bench = load_script("prediction")
+    for trial in (["--sentences", "10"], ["--repeats", "2"], ["--warmup", "0"], ["--one-sentences", "8"]):
+        assert bench.parse_args(trial).provenance["mode"] == "trial", trial
+    assert bench.parse_args([]).provenance["mode"] == "full"

@@ -6,9 +6,12 @@ with a time limit."""
 import errno
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,11 +24,14 @@ import bertlib.data.corpus as corpus_module
 from bertlib.cli.main import main
 from bertlib.data.tokenizer import pre_tokenize
 from bertlib.model.bert import BertForPreTraining
+from bertlib.model.config import BertConfig
 from bertlib.recipes.finetune import query_len
 from bertlib.recipes.predict import predict
 from bertlib.tasks.examples import CONLL_TAGS
 from bertlib.train.factory import load_model
 from bertlib.train.lifecycle import lock_path
+from bertlib.train.runs import create_run
+from bertlib.train.settings import FinetuneConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 WIKITEXT = "wikitext/wikitext-2-v1"
@@ -306,3 +312,151 @@ def test_claim_predict_cuts_a_long_question_as_training_does(task_runs, fast_tok
     assert answer == predict(model, tokenizer, "squad", paragraph, question=short, max_seq_len=64)
     assert main(["predict", str(run), paragraph, "--question", question, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == answer
+
+
+# ------------------------------------------------------------------------------------------- no message says delete
+def test_claim_no_message_tells_the_user_to_delete_a_file(tiny, pretrained, tmp_path, capsys):
+    "README: a file that is not a tokenizer, or a damaged one, is named with the way to fix it, and no file is deleted."
+    damaged = tmp_path / "damaged" / "tokenizer.json"
+    damaged.parent.mkdir()
+    damaged.write_bytes((pretrained / "tokenizer.json").read_bytes()[:500])  # a copy cut short
+    for given in (Path("/etc/passwd"), pretrained / "vocab.txt", damaged):
+        args = ["pretrain", *tiny, "--tokenizer", str(given), "--max-steps", "1", "--output-dir", str(tmp_path / "r")]
+        assert main(args) == 2
+        err = one_line_error(capsys)
+        assert f"{given} is not a tokenizer.json" in err and "give the tokenizer.json" in err, err
+        assert "delete" not in err and given.exists(), err
+        nothing_written(tmp_path / "r")
+    run = tmp_path / "run"
+    shutil.copytree(pretrained, run)
+    (run / "tokenizer.json").write_bytes(damaged.read_bytes())
+    assert main(["fill-mask", str(run), "the [MASK] ."]) == 2
+    err = one_line_error(capsys)
+    assert "cannot be loaded" in err and "back from a backup of the run" in err and "delete" not in err, err
+
+
+# ----------------------------------------------------------------------------------------------- the smaller ones
+def test_claim_help_and_debug_read_as_documented(pretrained):
+    "README: `python -m bertlib --help` describes the tool in whole sentences; --debug works after the command too."
+    helped = run_within(LIMIT, "-m", "bertlib", "--help")
+    assert helped.returncode == 0, helped.stderr
+    description = " ".join(helped.stdout.split("\n\n")[1].split())
+    assert description.endswith("`python -m bertlib COMMAND --help` explains each command."), description
+    debugged = run_within(LIMIT, "-m", "bertlib", "info", str(pretrained / "nowhere"), "--debug")
+    assert "Traceback" in debugged.stderr and "RunError: no run folder" in debugged.stderr, debugged.stderr[-800:]
+    before = run_within(LIMIT, "-m", "bertlib", "--debug", "info", str(pretrained / "nowhere"))
+    assert "Traceback" in before.stderr, before.stderr[-800:]
+
+
+def test_claim_a_run_without_a_checkpoint_says_so_in_one_message(fast_tokenizer, tmp_path, capsys):
+    "README: a run that has no checkpoint yet says that to every reader, with or without --newest."
+    config = BertConfig.from_preset("tiny", vocab_size=fast_tokenizer.get_vocab_size())
+    run = create_run(tmp_path / "run", config, FinetuneConfig(task="sst2", source="x", max_steps=1), fast_tokenizer)
+    said = set()
+    for args in (
+        ["predict", str(run), "a fine film"],
+        ["predict", str(run), "a fine film", "--newest"],
+        ["export-hf", str(run), str(tmp_path / "hf")],
+        ["export-hf", str(run), str(tmp_path / "hf"), "--newest"],
+    ):
+        assert main(args) == 2, args
+        said.add(one_line_error(capsys).replace(" --newest", ""))
+    assert said == {f"error: {run} has no checkpoint yet; wait for the first one or resume the run\n"}, said
+    assert main(["info", str(run)]) == 0
+    assert "best/       none yet" in capsys.readouterr().out
+
+
+def test_claim_a_task_edited_in_config_json_is_refused(fast_tokenizer, tmp_path, capsys):
+    "README: a fine-tuned run whose config.json names another task than its weights were trained for is refused."
+    run = task_run(tmp_path / "sst2", "sst2", fast_tokenizer)
+    config = json.loads((run / "config.json").read_text())
+    config["training"]["task"] = "rte"
+    (run / "config.json").write_text(json.dumps(config, indent=2))
+    for args in (
+        ["predict", str(run), "a fine film", "--pair", "it is"],
+        ["export-hf", str(run), str(tmp_path / "hf")],
+    ):
+        assert main(args) == 2, args
+        err = one_line_error(capsys)
+        assert "negative, positive" in err and "entailment, not_entailment" in err and "config.json" in err, err
+    assert not (tmp_path / "hf").exists()
+
+
+def test_claim_thread_counts_are_checked(tiny, tmp_path, monkeypatch, capsys):
+    "README: --threads above the machine's CPUs, or an OMP_NUM_THREADS that is not a number, is one line, exit 2."
+    run = tmp_path / "run"
+    assert main(["pretrain", *tiny, "--max-steps", "1", "--threads", "1000", "--output-dir", str(run)]) == 2
+    err = one_line_error(capsys)
+    assert f"--threads 1000 is more than the {os.cpu_count()} CPUs of this machine" in err, err
+    nothing_written(run)
+    monkeypatch.setenv("OMP_NUM_THREADS", "abc")
+    assert main(["pretrain", *tiny, "--max-steps", "1", "--output-dir", str(run)]) == 2
+    assert "OMP_NUM_THREADS='abc' is not a number of threads" in one_line_error(capsys)
+    nothing_written(run)
+
+
+SECOND_SIGTERM = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from bertlib.utils.processes import stop_signals
+
+    with stop_signals():
+        print("ready", flush=True)
+        time.sleep(60)  # a slow step: the first SIGTERM waits for its end, the second ends the process at once
+    """
+)
+
+
+def test_claim_a_second_sigterm_exits_with_a_line(tmp_path):
+    "README: the first SIGTERM asks for a checkpoint at the end of the step; a second one ends at once, saying so."
+    process = subprocess.Popen(
+        [sys.executable, "-c", SECOND_SIGTERM],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=LIMIT)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGTERM
+    assert err.strip().splitlines() == ["stopped at once by a second SIGTERM, without a checkpoint of this step"], err
+
+
+def test_claim_messages_are_whole(pretrained, tmp_path, capsys):
+    "README: an error names a path with a newline in it whole, a missing tokenizer fully, and in good grammar."
+    odd = tmp_path / "a\nrun"
+    assert main(["info", str(odd)]) == 2
+    shown = str(odd).replace("\n", "\\n")
+    assert one_line_error(capsys).startswith(f"error: no run folder {shown}; runs are made by ")
+    run = tmp_path / "run"
+    shutil.copytree(pretrained, run)
+    (run / "tokenizer.json").unlink()
+    assert main(["info", str(run)]) == 2
+    assert one_line_error(capsys).endswith(
+        "is missing; restore it from a backup of the run (with vocab.txt beside it)\n"
+    )
+    shutil.copytree(pretrained, tmp_path / "resumed")
+    assert main(["pretrain", "--output-dir", str(tmp_path / "resumed"), "--resume", "--lr", "0.5"]) == 2
+    assert "but lr differs from " in one_line_error(capsys)
+
+
+def test_claim_a_tokenizer_that_splits_mask_is_refused_before_training(tiny, pretrained, tmp_path, capsys):
+    "README: a tokenizer that cuts [MASK] into pieces is refused before anything is written, not after training."
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    # the tokenizer a user builds from a vocab.txt with the tokenizers library, without registering the special tokens
+    built = Tokenizer(models.WordPiece.from_file(str(pretrained / "vocab.txt"), unk_token="[UNK]"))
+    built.normalizer, built.pre_tokenizer = normalizers.BertNormalizer(), pre_tokenizers.BertPreTokenizer()
+    built.save(str(tmp_path / "tokenizer.json"))
+    run = tmp_path / "run"
+    args = ["pretrain", *TINY, "--tokenizer", str(tmp_path / "tokenizer.json"), "--max-steps", "1"]
+    assert main([*args, "--output-dir", str(run)]) == 2
+    err = one_line_error(capsys)
+    assert "the tokenizer cuts [MASK] into 4 pieces ([ mas ##k ])" in err, err
+    nothing_written(run)

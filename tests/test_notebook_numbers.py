@@ -49,7 +49,7 @@ _MULTIPLIERS = {"k": 3, "K": 3, "M": 6, "B": 9, "thousand": 3, "million": 6, "bi
 _NUMBER = re.compile(
     r"""
     (?P<mantissa>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?
-    (?:[eE](?P<exp>[-+−]?\d+))?
+    (?:[eE](?P<exp>[-+−]?\d{1,3})(?!\d))?  # an exponent of at most 3 digits: not the inside of a hex hash
     (?:\s?(?P<word>thousand|million|billion)\b|(?P<suffix>[kKMBx])(?![A-Za-z0-9]))?
     (?P<pct>\s?%)?
 """,

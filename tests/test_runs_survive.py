@@ -378,7 +378,7 @@ def test_claim_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes(
     assert main(["pretrain", *tiny, "--max-steps", "2", "--save-every", "2", "--output-dir", str(run)]) == 0
     save = checkpoints_module.save_safetensors
 
-    def half_then_full(model, path):
+    def half_then_full(model, path, *args, **kwargs):
         Path(path).write_bytes(b"\0" * 4096)
         no_space()
 
@@ -523,3 +523,134 @@ def test_claim_sigterm_ends_a_run_before_its_first_step_and_frees_its_folder(tin
         else ["pretrain", *tiny, "--output-dir", str(run)]
     )
     assert main([*again, "--max-steps", "1"]) == 0  # no lock is left behind
+
+
+# ------------------------------------------------------------------------- no command writes into another's run
+def test_claim_runs_never_hold_another_commands_output(pretrained, fast_tokenizer, tmp_path, capsys):
+    "README: `prepare` refuses a run, or a folder in one; a run whose tokenizer was swapped is refused by every reader."
+    run = copy(pretrained, tmp_path / "run")
+    sst2 = made_run(tmp_path / "sst2", fast_tokenizer, FinetuneConfig(task="sst2", source="x", max_steps=1))
+    save_checkpoint(sst2 / "best", build_model(load_run(sst2)[0], load_run(sst2)[1]), {"step": 1, "scores": {}}, 1)
+    before = {p: p.read_bytes() for p in [*run.rglob("*"), *sst2.rglob("*")] if p.is_file()}
+    for out in (run, sst2 / "best", run / "checkpoints"):
+        assert main(["prepare", "--output-dir", str(out), "--cased", "--overwrite", "--vocab-size", "64"]) == 2
+        assert "the bertlib run folder" in one_line_error(capsys)
+    assert {p: p.read_bytes() for p in [*run.rglob("*"), *sst2.rglob("*")] if p.is_file()} == before
+
+    # the tokenizer a user's `prepare --cased` made, of the same size, copied over the run's own
+    size = str(fast_tokenizer.get_vocab_size())
+    assert main(["prepare", "--output-dir", str(tmp_path / "cased"), "--cased", "--vocab-size", size]) == 0
+    for name in ("tokenizer.json", "vocab.txt"):
+        shutil.copyfile(tmp_path / "cased" / name, run / name)
+    capsys.readouterr()
+    for args in (
+        ["fill-mask", str(run), "the united [MASK] of america ."],
+        ["evaluate", str(run), "--json"],
+        ["info", str(run)],
+        ["export-hf", str(run), str(tmp_path / "hf")],
+        ["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "6"],
+        ["finetune", "sst2", "--from", str(run), "--output-dir", str(tmp_path / "tuned"), "--max-steps", "1"],
+    ):
+        assert main(args) == 2, args
+        err = one_line_error(capsys)
+        assert f"{run / 'tokenizer.json'} is not the tokenizer the run was made with" in err, err
+    assert not (tmp_path / "hf").exists() and not (tmp_path / "tuned").exists()
+
+
+# ------------------------------------------------------------------------------- a quota or a file-size limit
+def limited(limit: int, *args: str) -> subprocess.CompletedProcess:
+    "The command line in a process of its own whose files may not grow past `limit` bytes (`ulimit -f`)."
+    import resource
+
+    def set_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "bertlib", *args], env=env, capture_output=True, text=True, preexec_fn=set_limit
+    )
+
+
+def test_claim_a_quota_or_file_size_limit_is_one_line_naming_the_path(pretrained, tmp_path, monkeypatch, capsys):
+    "README: a file-size limit (`ulimit -f`) or a used-up quota is one line naming the path, for every writer."
+    run = copy(pretrained, tmp_path / "run")
+    newest = run / "checkpoints" / "step-0000004"
+    weights, state = ((newest / name).stat().st_size for name in ("model.safetensors", "training_state.pt"))
+    assert weights < state
+    resume = ["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "6", "--save-every", "6"]
+    cases = {  # the limit stops torch's zip writer, safetensors', and Python's (the tokenizer's vocab.txt)
+        "checkpoint": (resume, (weights + state) // 2, run / "checkpoints" / "step-0000006", "continue the run"),
+        "export": (["export-hf", str(run), str(tmp_path / "hf")], weights // 2, tmp_path / "hf", "export again"),
+        "prepare": (["prepare", "--output-dir", str(tmp_path / "tok")], 20_000, tmp_path / "tok" / "vocab.txt", None),
+    }
+    for name, (args, limit, path, then) in cases.items():
+        done = limited(limit, *args)
+        last = done.stderr.splitlines()[-1]
+        assert done.returncode == 2 and last.startswith("error: ") and "Traceback" not in done.stderr, (name, last)
+        assert str(path) in last and "unexpected" not in last, (name, last)
+        if then is not None:
+            assert "file-size limit of this process (" in last and "ulimit -f" in last, last
+            assert f"so {path} could not be written; raise the limit" in last and f"then {then}" in last, last
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "tok"] and not list((tmp_path / "tok").iterdir())
+
+    def over_quota(*args, **kwargs):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(checkpoints_module.torch, "save", over_quota)
+    assert main(["pretrain", "--output-dir", str(run), "--resume", "--max-steps", "6", "--save-every", "6"]) == 2
+    err = last_line_error(capsys)
+    assert "the disk quota on " in err and f"so {run / 'checkpoints' / 'step-0000006'} could not be written" in err
+
+
+def test_claim_a_full_disk_is_reported_with_the_space_it_has_once_the_partial_files_are_gone(tmp_path, monkeypatch):
+    "README: the free space a full-disk error reports counts the space of the partial files, which are removed."
+    space = {"taken": 0}
+
+    class Writer:  # torch's zip writer: its file stays open, its space taken, while its error is alive
+        def __init__(self, path):
+            Path(path).write_bytes(b"\0" * 64)
+            space["taken"] += 10 << 20
+
+        def __del__(self):
+            space["taken"] -= 10 << 20
+
+    def save_on_a_full_disk(state, path):
+        writer = Writer(path)  # noqa: F841 (held by this frame, as torch's is by its own)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 64 vs 0")
+
+    monkeypatch.setattr(checkpoints_module.torch, "save", save_on_a_full_disk)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: SimpleNamespace(free=(10 << 20) - space["taken"]))
+    with pytest.raises(RunError, match=r"is full \(10\.0 MiB free once the partial files were removed\)"):
+        save_checkpoint(tmp_path, torch.nn.Linear(2, 2), {"step": 1}, 1)
+
+
+# ------------------------------------------------------------------------------------------ weights others can read
+def test_claim_weights_are_readable_as_the_rest_of_the_folder(pretrained, fast_tokenizer, tmp_path, capsys):
+    "README: checkpoints and exports give their weights the permissions the umask gives every other file."
+    for mask in (0o022, 0o002):
+        before = os.umask(mask)
+        try:
+            run = made_run(tmp_path / f"run-{mask:o}", fast_tokenizer, PretrainConfig(max_steps=1))
+            assert main(["export-hf", str(run), str(tmp_path / f"hf-{mask:o}")]) == 0
+        finally:
+            os.umask(before)
+        files = [*run.rglob("*.*"), *(tmp_path / f"hf-{mask:o}").iterdir()]
+        modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in files if p.is_file()}
+        assert set(modes.values()) == {oct(0o666 & ~mask)}, modes
+        assert any(name.endswith("model.safetensors") for name in modes)
+
+
+# ------------------------------------------------------------------------------------------- an export via a symlink
+def test_claim_an_export_onto_a_symlink_replaces_what_it_points_to(pretrained, fast_tokenizer, tmp_path, capsys):
+    "README: export-hf --overwrite through a symbolic link replaces the export it points to, whole; the link stays."
+    other = made_run(tmp_path / "other", fast_tokenizer, PretrainConfig(max_steps=1))
+    exports = tmp_path / "exports"
+    assert main(["export-hf", str(other), str(exports / "reference")]) == 0
+    assert main(["export-hf", str(pretrained), str(exports / "real")]) == 0
+    (tmp_path / "link").symlink_to(exports / "real")
+    assert main(["export-hf", str(other), str(tmp_path / "link"), "--overwrite"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "link").resolve() == exports / "real"
+    assert files_of(exports / "real") == files_of(exports / "reference")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exports", "link", "other"]
+    assert sorted(p.name for p in exports.iterdir()) == ["real", "reference"]

@@ -166,7 +166,7 @@ def test_load_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="prepare"):
         load_tokenizer(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{not json")
-    with pytest.raises(ValueError, match="not a valid tokenizer.json"):
+    with pytest.raises(ValueError, match="is not a tokenizer.json that the tokenizers library can read"):
         load_tokenizer(tmp_path)
     with pytest.raises(ValueError, match="special tokens"):
         tokenizer_from_vocab(["[PAD]", "[UNK]", "a"])

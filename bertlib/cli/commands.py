@@ -17,7 +17,7 @@ from ..data.tokenizer import DEFAULT_VOCAB_SIZE, UNK, load_tokenizer, save_token
 from ..data.wikitext import SPLITS, corpus_stats, load_wikitext2, wikitext_paragraphs
 from ..model.config import BertConfig
 from ..tasks.examples import TASKS
-from ..train.runs import load_run
+from ..train.runs import check_outside_runs, load_run
 from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig, objective_of
 from ..utils.environment import command_line
 from .options import given_options
@@ -32,6 +32,7 @@ class UsageError(Exception):
 def prepare(args: argparse.Namespace) -> None:
     "Report on the corpus, train the WordPiece tokenizer on the train split and save it."
     out = Path(args.output_dir)
+    check_outside_runs(out, "prepare", below=False)  # a run's tokenizer is what its model reads
     if (out / "tokenizer.json").exists() and not args.overwrite:
         raise UsageError(f"{out / 'tokenizer.json'} exists; pass --overwrite to replace it or choose --output-dir")
     if args.vocab_size < 16:

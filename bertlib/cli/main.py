@@ -16,18 +16,27 @@ from ..data.tokenizer import DEFAULT_VOCAB_SIZE
 from ..data.wikitext import WIKITEXT_CONFIGS
 from ..model.config import PRESETS, BertConfig
 from ..tasks.examples import TASK_NAMES
+from ..tasks.inputs import INPUT_FORMATS
 from ..train.runs import RunError, RunWarning
 from ..train.settings import DistilConfig, FinetuneConfig, PretrainConfig
 from .commands import UsageError, distil, finetune, prepare, pretrain
 from .options import add_config_options
 from .run_commands import evaluate, export_hf, fill_mask, info, predict
 
+DESCRIPTION = (
+    "BERT built from scratch in PyTorch: train a WordPiece tokenizer (prepare), pre-train, distil or fine-tune a run, "
+    "and use one (predict, evaluate, fill-mask, export-hf, info). `python -m bertlib COMMAND --help` explains each "
+    "command."
+)
+DEBUG = "show the full traceback of an error"
+
 
 def _command(
     commands: argparse._SubParsersAction, name: str, func, help: str, *parents: argparse.ArgumentParser
 ) -> argparse.ArgumentParser:
-    "A command that runs `func`, described by its docstring."
+    "A command that runs `func`, described by its docstring; --debug may come after it too."
     sub = commands.add_parser(name, help=help, description=func.__doc__, parents=list(parents))
+    sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG)  # keeps one given before
     sub.set_defaults(func=func)
     return sub
 
@@ -108,12 +117,25 @@ def _add_making_commands(commands: argparse._SubParsersAction, data: argparse.Ar
 
 def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.ArgumentParser) -> None:
     "The commands that read a run folder."
-    p = _command(commands, "predict", predict, "ask a fine-tuned run about a text")
+    p = _command(commands, "predict", predict, "ask a fine-tuned run about a text, or every line of a file")
     p.add_argument("run", help="the fine-tuning run folder")
-    p.add_argument("text", help="the text (for SQuAD: the paragraph)")
+    p.add_argument("text", nargs="?", help="the text (for SQuAD: the paragraph); - reads it from stdin")
     p.add_argument("--pair", help="the second text of a sentence-pair task (RTE: the hypothesis)")
     p.add_argument("--question", help="the question, for question answering")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    files = p.add_argument_group("a file of inputs, one a line (bertlib.tasks.inputs)")
+    files.add_argument(
+        "--input",
+        metavar="FILE",
+        help="predict every line: plain text, or TSV, CSV (with a header) or JSONL with the task's fields "
+        "(sst2: sentence; rte: sentence1, sentence2; conll2003: tokens; squad: context, question); with labels "
+        "(label, ner_tags, answers) the task's scores are printed",
+    )
+    files.add_argument("--output", metavar="FILE", help="the JSONL file of the predictions, one per input line")
+    files.add_argument("--format", choices=INPUT_FORMATS, help="the input's format (default: by its suffix)")
+    files.add_argument("--skip-bad-lines", action="store_true", help="leave out bad lines (say how many) instead")
+    files.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
+    files.add_argument("--batch-size", type=int, default=32, help="inputs per batch, sorted by length (32)")
     p.add_argument(
         "--newest",
         action="store_true",
@@ -151,8 +173,8 @@ def _add_reading_commands(commands: argparse._SubParsersAction, data: argparse.A
 
 def build_parser() -> argparse.ArgumentParser:
     "The parser of `python -m bertlib`: one subcommand per command, each calling its function with the options."
-    parser = argparse.ArgumentParser(prog="python -m bertlib", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show the full traceback of an error")
+    parser = argparse.ArgumentParser(prog="python -m bertlib", description=DESCRIPTION)
+    parser.add_argument("--debug", action="store_true", help=DEBUG)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     data = argparse.ArgumentParser(add_help=False)
     data.add_argument("--data-dir", default=None, help="local data folder (default: $BERTLIB_DATA_DIR, else the hub)")
@@ -169,12 +191,17 @@ def _run_warnings_in_one_line() -> Iterator[None]:
 
         def show(message, category, *where) -> None:
             if issubclass(category, RunWarning):
-                print(f"warning: {message}".splitlines()[0], file=sys.stderr)
+                print(_one_line(f"warning: {message}"), file=sys.stderr)
             else:
                 shown(message, category, *where)
 
         warnings.showwarning = show
         yield
+
+
+def _one_line(message: str) -> str:
+    "`message` on one line: a newline inside it (in a path, say) shown as \\n, so that nothing after it is lost."
+    return message.strip().replace("\r", "\\r").replace("\n", "\\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,14 +222,14 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, RunError, ValueError, OSError, UnicodeError, ImportError) as err:  # the user can fix these
         if args.debug:
             raise
-        print(f"error: {err}".splitlines()[0], file=sys.stderr)
+        print(_one_line(f"error: {err}"), file=sys.stderr)
         return 2
     except Exception as err:  # a bug, not a mistake of the user's: still one line, and how to see more
         if args.debug:
             raise
         print(
-            f"error: unexpected {type(err).__name__}: {err}".splitlines()[0] + " (run with --debug for the "
-            "traceback, and please report it)",
+            _one_line(f"error: unexpected {type(err).__name__}: {err}") + " (run with --debug for the traceback, and "
+            "please report it)",
             file=sys.stderr,
         )
         return 1

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..train.runs import RECIPES, check_outside_runs, disk_full, full_disk_error, load_run, read_metrics
+from ..train.runs import RECIPES, check_outside_runs, load_run, no_room_error, read_metrics
 from ..train.settings import objective_of
 from ..utils.environment import command_line
+from ..utils.files import no_room
 from .commands import UsageError
 
 
@@ -38,6 +39,16 @@ def _check_utf8(*texts: str | None) -> None:
             raise UsageError("the text is not valid UTF-8; pass it in your terminal's UTF-8 encoding") from err
 
 
+def _stdin_text() -> str:
+    "All of stdin, the text of `predict RUN -`."
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError as err:
+        raise UsageError(
+            f"stdin is not UTF-8 text ({err.reason} at byte {err.start}); pipe UTF-8 text into it"
+        ) from err
+
+
 def _finite(value: Any) -> Any:
     "`value` with every float that is not finite (a perplexity that overflowed) as None, which JSON can say."
     if isinstance(value, float) and not math.isfinite(value):
@@ -52,15 +63,29 @@ def _print_json(value: Any) -> None:
     print(json.dumps(_finite(value), allow_nan=False))
 
 
+def _finetuning_run(run: str) -> Any:
+    "A fine-tuning run's settings; a pre-training run is refused with what to do instead."
+    cfg = load_run(run)[1]
+    if objective_of(cfg) != "finetune":
+        finetune = command_line("finetune", "TASK", "--from", Path(run))
+        raise UsageError(f"{run} is a pre-training run; fine-tune it first ({finetune}), or use fill-mask")
+    return cfg
+
+
 def predict(args: argparse.Namespace) -> None:
-    "What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it."
+    """What a fine-tuned run says about a text: its class, its entities, or the answer to a question about it; or,
+    with --input and --output, about every line of a file (scored when the lines hold labels)."""
     from ..recipes.predict import predict as run_predict
 
+    if (args.text is None) == (args.input is None):
+        raise UsageError("give the TEXT (- reads it from stdin), or --input FILE --output FILE; not both")
+    if args.input is not None:
+        _predict_file(args)
+        return
+    if args.text == "-":
+        args.text = _stdin_text()
     _check_utf8(args.text, args.pair, args.question)
-    cfg = load_run(args.run)[1]
-    if objective_of(cfg) != "finetune":
-        finetune = command_line("finetune", "TASK", "--from", Path(args.run))
-        raise UsageError(f"{args.run} is a pre-training run; fine-tune it first ({finetune}), or use fill-mask")
+    cfg = _finetuning_run(args.run)
     model, tokenizer = _load(args)
     result = run_predict(
         model,
@@ -86,6 +111,73 @@ def predict(args: argparse.Namespace) -> None:
         print("entities: " + (", ".join(f"{text} ({kind})" for kind, text in result["entities"]) or "none"))
     else:
         print(f"answer: {result['answer']!r} (characters {result['start']}-{result['end']})")
+
+
+def _check_output(source: Path, out: Path, overwrite: bool) -> None:
+    "Refuse an --output that would lose something (the input, a file not replaced on purpose) or cannot be written."
+    if out.is_dir():
+        raise UsageError(f"--output {out} is a folder; give the name of the JSONL file to write")
+    if out.exists() and out.resolve() == source.resolve():
+        raise UsageError(f"--output {out} is the input file; write the predictions to another file")
+    if out.exists() and not overwrite:
+        raise UsageError(f"{out} exists; pass --overwrite to replace it, or choose another file")
+    if not out.parent.is_dir():
+        raise UsageError(f"the folder of --output {out} does not exist; create it, or write elsewhere")
+    check_outside_runs(out, "predict's output", below=False)
+
+
+def _predict_file(args: argparse.Namespace) -> None:
+    "`predict --input FILE --output FILE`: every line's answer as JSONL, written whole or not at all, and the scores."
+    from ..recipes.predict import predict_file
+    from ..utils.files import atomic_write
+
+    if args.pair is not None or args.question is not None:
+        raise UsageError("--pair and --question go with one TEXT; with --input, each line holds its own")
+    if args.output is None:
+        raise UsageError("--input needs --output FILE, the JSONL file the predictions go to")
+    if args.batch_size < 1:
+        raise UsageError(f"--batch-size {args.batch_size} is not valid; it must be at least 1")
+    source, out = Path(args.input), Path(args.output)
+    if not source.is_file():
+        raise UsageError(f"--input {source}: no such file")
+    _check_output(source, out, args.overwrite)
+    cfg = _finetuning_run(args.run)
+    model, tokenizer = _load(args)
+    records, scores, bad = predict_file(
+        model,
+        tokenizer,
+        cfg.task,
+        source,
+        args.format,
+        skip_bad=args.skip_bad_lines,
+        max_seq_len=cfg.max_seq_len,
+        doc_stride=cfg.doc_stride,
+        max_query_len=cfg.max_query_len,
+        batch_size=args.batch_size,
+        progress=True,
+    )
+    if bad:
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        print(
+            f"warning: skipped {len(bad)} bad line{'s' * (len(bad) > 1)} of {source}: {bad[0]}{more}", file=sys.stderr
+        )
+    lines = "".join(json.dumps(_finite(r), ensure_ascii=False, allow_nan=False) + "\n" for r in records)
+    try:
+        atomic_write(out, lines)
+    except OSError as err:
+        kind = no_room(err, out.parent)
+        if kind is None:
+            raise
+        raise no_room_error(kind, err, out, "then predict again") from err
+    if args.json:
+        _print_json({"output": str(out), "predictions": len(records), "skipped": len(bad), "scores": scores})
+        return
+    print(f"wrote {len(records):,} predictions to {out}" + (f", skipped {len(bad)} bad lines" if bad else ""))
+    if scores is not None:
+        print(f"{cfg.task} scores on the {scores['labelled']:,} labelled lines")
+        for key, value in scores.items():
+            if isinstance(value, float):
+                print(f"  {key:<16}{value:>10.4f}")
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -168,10 +260,11 @@ def export_hf(args: argparse.Namespace) -> None:
         save_pretrained_hf(
             model, tokenizer, out, model_max_length=getattr(cfg, "long_seq_len", None) or cfg.max_seq_len
         )
-    except Exception as err:  # a writer's own error may be all that says the disk is full (safetensors')
-        if disk_full(err, out.parent):
-            raise full_disk_error(out, "free space on it, or export to another disk") from err
-        raise
+    except Exception as err:  # a writer's own error may be all that says it found no room (safetensors')
+        kind = no_room(err, out.parent)
+        if kind is None:
+            raise
+        raise no_room_error(kind, err, out, "then export again") from err
     auto = {"BertForPreTraining": "AutoModelForMaskedLM"}.get(
         type(model).__name__, type(model).__name__.replace("Bert", "AutoModel")
     )
@@ -223,7 +316,8 @@ def info(args: argparse.Namespace) -> None:
     if objective_of(cfg) == "finetune":
         best = summary["best"]
         scores = ", ".join(f"{k} {v:.4g}" for k, v in (best or {}).items() if k != "step")
-        kept = f"step {best['step']}, {scores}" if best else "missing (predict and export-hf need --newest)"
+        missing = "missing (predict and export-hf need --newest)" if summary["checkpoints"] else "none yet"
+        kept = f"step {best['step']}, {scores}" if best else missing
         print(f"  task        {cfg.task}, from {cfg.source} ({cfg.init} weights)")
         print(f"  best/       {kept}")
     incomplete = [

@@ -391,4 +391,7 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
     try:
         return Tokenizer.from_file(str(file))
     except Exception as err:  # the Rust side raises a bare Exception for malformed files
-        raise ValueError(f"{file} is not a valid tokenizer.json ({err}); delete it and train again") from err
+        raise ValueError(
+            f"{file} is not a tokenizer.json that the tokenizers library can read ({err}); give the tokenizer.json "
+            f"that `python -m bertlib prepare` or save_tokenizer wrote (not its vocab.txt), or the folder that holds it"
+        ) from err

@@ -25,7 +25,7 @@ from tokenizers import decoders
 from ..data.tokenizer import CLS, CONTINUATION, MASK, PAD, SEP, UNK, add_bert_post_processor
 from ..model.bert import BertForPreTraining
 from ..model.config import BertConfig
-from ..utils.files import fsync_dir, umask
+from ..utils.files import fsync_dir, open_up
 from .interop import OWN_CLASSES, BertLibModel, from_hf_config, hf_name, to_transformers
 from .remote import configuration_bertlib, modeling_bertlib
 
@@ -134,7 +134,8 @@ def save_pretrained_hf(
 
     The export is written beside `path` and put in its place whole (`path` may be absent, an empty folder or an
     earlier export, which it replaces; any other folder is refused), so that a kill at any moment leaves the old
-    export or the new one, never a mix of their files."""
+    export or the new one, never a mix of their files. Where `path` is a symbolic link, the folder it points to is
+    replaced, and the link stays. The files get the permissions the umask gives, as any other file."""
     pad = tokenizer.token_to_id(HF_SPECIAL_TOKENS["pad_token"])
     if pad is not None and pad != model.config.pad_token_id:
         raise ValueError(f"the tokenizer's [PAD] id is {pad} but BertConfig.pad_token_id={model.config.pad_token_id}")
@@ -151,9 +152,10 @@ def save_pretrained_hf(
         )
     hf_tokenizer = to_hf_tokenizer(tokenizer, model_max_length or model.config.max_position_embeddings)
     hf_model = to_transformers(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _clear_leftovers(path)
-    new = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.new-"))
+    target = path.resolve()  # through a symbolic link: the folder it points to is replaced, and the link stays
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _clear_leftovers(target)
+    new = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.new-"))
     try:
         hf_model.save_pretrained(new)
         hf_tokenizer.save_pretrained(new)
@@ -163,8 +165,8 @@ def save_pretrained_hf(
         for file in new.iterdir():
             with open(file, "rb") as f:
                 os.fsync(f.fileno())
-        os.chmod(new, 0o777 & ~umask())  # mkdtemp makes a private folder; an export is an ordinary one
-        _put_in_place(new, path)
+        open_up(new)  # mkdtemp makes a private folder, safetensors 0.8 private weights; an export is an ordinary one
+        _put_in_place(new, target)
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise

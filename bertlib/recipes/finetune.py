@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 from torch import nn
+from tqdm.auto import tqdm
 
-from ..data.batching import make_loader
 from ..data.pretraining import PaddingCollator
 from ..hf.folders import load_hf_encoder
 from ..model.bert import IGNORE_INDEX
@@ -93,15 +93,22 @@ def load_source(source: str | os.PathLike) -> tuple[BertConfig, dict[str, torch.
 
 
 @torch.no_grad()
-def item_outputs(model: nn.Module, features: TaskFeatures, batch_size: int = 64) -> list[Any]:
+def item_outputs(
+    model: nn.Module, features: TaskFeatures, batch_size: int = 64, *, progress: bool = False
+) -> list[Any]:
     """The head's outputs for every item of `features`, in order, cut to the item's length: class logits
-    [labels], token logits [pieces, labels], or (start logits, end logits) [pieces] each."""
+    [labels], token logits [pieces, labels], or (start logits, end logits) [pieces] each. The items run longest first,
+    `batch_size` at a time, each batch padded to its longest item, so that a batch computes little padding;
+    `progress` shows a bar of the batches."""
     device = next(model.parameters()).device
-    collate = PaddingCollator(model.config.pad_token_id, pad_to_multiple_of=8)
-    loader = make_loader(features, batch_size, collate, features.lengths, group_by_length=False, shuffle=False)
-    outputs: list[Any] = []
+    collate = PaddingCollator(model.config.pad_token_id)
+    lengths = features.lengths()
+    order = sorted(range(len(features)), key=lambda i: -lengths[i])
+    outputs: list[Any] = [None] * len(features)
+    batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     with eval_mode(model):
-        for batch in loader:
+        for chunk in tqdm(batches, unit="batch", disable=not progress, dynamic_ncols=True):
+            batch = collate([features[i] for i in chunk])
             b = to_device(batch, device)
             with autocast(device):
                 out = model(b["input_ids"], attention_mask=b["attention_mask"], token_type_ids=b["token_type_ids"])
@@ -111,18 +118,15 @@ def item_outputs(model: nn.Module, features: TaskFeatures, batch_size: int = 64)
                     "the model's outputs are not finite, so its weights are broken (by a learning rate "
                     "too high, with --on-nan skip, say); train it again with a lower learning rate"
                 )
-            lengths = batch["attention_mask"].sum(1).tolist()
             if out.logits is not None and out.logits.dim() == 2:
-                outputs += list(out.logits.float().cpu())
+                items = list(out.logits.float().cpu())
             elif out.logits is not None:
-                outputs += [logits[:n] for logits, n in zip(out.logits.float().cpu(), lengths, strict=True)]
+                items = [logits[: lengths[i]] for logits, i in zip(out.logits.float().cpu(), chunk, strict=True)]
             else:
-                outputs += [
-                    (s[:n], e[:n])
-                    for s, e, n in zip(
-                        out.start_logits.float().cpu(), out.end_logits.float().cpu(), lengths, strict=True
-                    )
-                ]
+                starts, ends = out.start_logits.float().cpu(), out.end_logits.float().cpu()
+                items = [(s[: lengths[i]], e[: lengths[i]]) for s, e, i in zip(starts, ends, chunk, strict=True)]
+            for i, item in zip(chunk, items, strict=True):
+                outputs[i] = item
     return outputs
 
 

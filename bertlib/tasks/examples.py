@@ -27,6 +27,7 @@ __all__ = [
     "iob2_step",
     "shown",
     "task_error",
+    "text_field",
     "classification_example",
     "tagged_sentence",
     "squad_example",
@@ -239,7 +240,8 @@ def iob2_entities(tags: Sequence[str]) -> list[tuple[str, int, int]]:
     return entities
 
 
-def _text(value: Any, what: str, where: str) -> str:
+def text_field(value: Any, what: str, where: str) -> str:
+    "A text of an example, stripped; a `TaskDataError` naming `what` and `where` when it is not text, or blank."
     if not isinstance(value, str):
         raise task_error(where, f"{what} is {shown(value)}, not text")
     if not value.strip():
@@ -254,9 +256,9 @@ def classification_example(task: TaskInfo, text: Any, text_pair: Any, label: int
             f"label {shown(label)} is outside the {task.name} labels "
             f"({', '.join(f'{i}={n}' for i, n in enumerate(task.label_names))})",
         )
-    pair = None if task.kind == "sequence" else _text(text_pair, "sentence2", where)
+    pair = None if task.kind == "sequence" else text_field(text_pair, "sentence2", where)
     return ClassificationExample(
-        _text(text, "sentence" if pair is None else "sentence1", where), label, task.label_names, pair
+        text_field(text, "sentence" if pair is None else "sentence1", where), label, task.label_names, pair
     )
 
 
@@ -282,7 +284,7 @@ def squad_example(
     where = f"{where}, question id {qid}"
     if not isinstance(context, str) or not context.strip():
         raise task_error(where, "the context is empty")
-    question = _text(question, "the question", where)
+    question = text_field(question, "the question", where)
     if not isinstance(texts, list | tuple) or not isinstance(starts, list | tuple) or len(texts) != len(starts):
         raise task_error(where, f"answers need as many texts as starts, got {shown(texts)} and {shown(starts)}")
     if not texts:

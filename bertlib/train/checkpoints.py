@@ -43,12 +43,12 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file
 from safetensors.torch import save_model as save_safetensors
 from torch import nn
 
-from ..utils.files import atomic_write, fsync_dir
+from ..utils.files import atomic_write, fsync_dir, open_up
 from .runs import RunError, RunWarning, writing_into
 
 CHECKPOINT_PREFIX = "step-"
@@ -144,16 +144,19 @@ def save_checkpoint(
     run_dir: str | os.PathLike, model: nn.Module, training_state: dict, step: int, keep: int = 2
 ) -> Path:
     """Write `model`'s weights and `training_state` as checkpoint `step`, atomically and with checksums, then
-    delete all but the newest `keep` checkpoints. A full disk is a one-line `RunError` that names it; the partial
-    checkpoint is removed, so the run resumes from the one before once there is space."""
+    delete all but the newest `keep` checkpoints. A write that finds no room (a full disk, a quota, the file-size
+    limit) is a one-line `RunError` that names it; the partial checkpoint is removed, so the run resumes from the one
+    before once there is room. The files get the permissions the umask gives, as the rest of the run's."""
     folder = Path(run_dir) / "checkpoints"
     final = folder / f"{CHECKPOINT_PREFIX}{step:07d}"
     tmp = folder / f".tmp-{final.name}"
     if folder.is_dir():
         _clear(folder)
-    with writing_into(tmp, final, "free space on it, then continue the run with --resume"):
+    with writing_into(tmp, final, "then continue the run with --resume"):
         tmp.mkdir(parents=True)
-        save_safetensors(model, tmp / WEIGHTS)  # stores a shared tensor once; safetensors refuses shared memory
+        # stores a shared tensor once (safetensors refuses shared memory), and a head's labels, which name its task
+        save_safetensors(model, tmp / WEIGHTS, metadata=_labels_of(model))
+        open_up(tmp / WEIGHTS)  # safetensors 0.8 makes it private (0600)
         torch.save(training_state, tmp / TRAINING_STATE)
         write_checksums(tmp)
         _fsync_tree(tmp)
@@ -193,13 +196,28 @@ def _unreadable(checkpoint: Path, err: Exception) -> RunError:
     )
 
 
+def _labels_of(model: nn.Module) -> dict[str, str] | None:
+    "What a checkpoint's weights record of `model` beside the tensors: a task head's label names."
+    labels = getattr(model, "label_names", None)
+    return None if labels is None else {"label_names": json.dumps(list(labels))}
+
+
 def load_weights(checkpoint: Path, model: nn.Module) -> None:
-    "Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype)."
+    """Load a checkpoint's weights, checked against their checksum, into `model` (float16 is cast to its dtype). A head
+    trained for other labels than `model`'s (a task edited in config.json) is refused."""
     path = _verified(checkpoint, WEIGHTS)
     try:
         weights = load_file(path)
-    except (OSError, SafetensorError) as err:
+        with safe_open(path, framework="pt") as f:
+            saved = json.loads((f.metadata() or {}).get("label_names", "null"))
+    except (OSError, SafetensorError, ValueError) as err:
         raise _unreadable(checkpoint, err) from err
+    labels = getattr(model, "label_names", None)
+    if saved is not None and labels is not None and list(labels) != saved:
+        raise RunError(
+            f"checkpoint {checkpoint} holds a head trained for the labels {', '.join(saved)}, but config.json makes "
+            f"one for {', '.join(labels)} (was its task edited?); put config.json back as the run wrote it"
+        )
     try:
         _fill(model, weights)
     except RuntimeError as err:

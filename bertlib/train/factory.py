@@ -20,7 +20,7 @@ from ..model.heads import HEADS, BertForQuestionAnswering, BertForSequenceClassi
 from ..tasks.examples import TASKS
 from ..utils.devices import resolve_device
 from ..utils.environment import command_line
-from .checkpoints import best_checkpoint, latest_checkpoint, load_weights, read_newest
+from .checkpoints import best_checkpoint, checkpoints, latest_checkpoint, load_weights, read_newest
 from .runs import RunConfig, RunError, is_run_folder, load_run
 from .settings import objective_of
 
@@ -83,6 +83,8 @@ def run_checkpoint(run_dir: str | os.PathLike, cfg: RunConfig, newest: bool = Fa
     if newest or objective_of(cfg) != "finetune":
         return latest_checkpoint(run_dir)
     best = best_checkpoint(run_dir)
+    if best is None and not checkpoints(run_dir):
+        return latest_checkpoint(run_dir)  # no checkpoint at all: it says so, as it does with --newest
     if best is None:
         raise RunError(
             f"{run_dir} has no whole best/ checkpoint (deleted, or cut short by a crash), so its best "

@@ -9,7 +9,17 @@ and leave the process group.
 Written by hand: production plumbing that the recipes use.
 """
 
-__all__ = ["RunSession", "lock_path", "data_fingerprint", "open_run"]
+__all__ = [
+    "RunSession",
+    "lock_path",
+    "RESUMABLE_FIELDS",
+    "MOVABLE_FIELDS",
+    "absolute_references",
+    "resumed_config",
+    "check_new_run",
+    "data_fingerprint",
+    "open_run",
+]
 
 import fcntl
 import hashlib
@@ -17,7 +27,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -32,17 +42,103 @@ from ..utils.environment import DATA_DIR_ENV, resolve_data_dir
 from ..utils.processes import init_distributed, world
 from .checkpoints import checkpoint_step, checkpoints, clear_leftovers, load_training_state
 from .runs import (
+    RECIPES,
     RunConfig,
     RunError,
-    absolute_references,
-    check_new_run,
+    SavedRun,
     check_outside_runs,
     create_run,
     read_run,
-    resumed_config,
+    resume_command,
     write_run_config,
 )
 from .settings import FinetuneConfig
+
+
+def check_new_run(run_dir: str | os.PathLike) -> None:
+    """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
+    process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RunError(
+            f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
+            f"continue it, or choose another output folder"
+        )
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
+# settings a resumed run may change; all others define what is learned and must stay as they were
+RESUMABLE_FIELDS = (
+    "max_steps",
+    "epochs",
+    "log_every",
+    "eval_every",
+    "eval_batches",
+    "save_every",
+    "keep_checkpoints",
+    "device",
+    "compile",
+    "num_workers",
+    "on_nan",
+    "threads",
+)
+# where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
+# anew once the recorded one is gone
+MOVABLE_FIELDS = ("teacher", "source")
+
+
+def absolute_references(cfg: RunConfig) -> RunConfig:
+    """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
+    the run resumes from any working directory (a hub id stays as it is)."""
+    local = {
+        name: str(Path(value).resolve())
+        for name in MOVABLE_FIELDS
+        if (value := getattr(cfg, name, None)) and Path(value).exists()
+    }
+    return replace(cfg, **local) if local else cfg
+
+
+def resumed_config(
+    run_dir: str | os.PathLike, cfg: RunConfig | dict | None, kind: type, saved: SavedRun | None = None
+) -> tuple[BertConfig, RunConfig, Tokenizer]:
+    """A run's model config, settings and tokenizer, to resume it: its saved settings (`saved`, read if not given),
+    with `cfg` typed over them: settings that may differ only in `RESUMABLE_FIELDS` (or, once the recorded folder is
+    gone, point a `MOVABLE_FIELDS` one anew), or a dict of the fields to change. `kind` is the settings class the
+    resuming recipe expects; this is the one check that the run is that recipe's. Local references come back absolute
+    (`absolute_references`)."""
+    run_dir = Path(run_dir)
+    saved = saved or read_run(run_dir)
+    if not isinstance(saved.cfg, kind):
+        raise RunError(
+            f"{run_dir} was made by `{RECIPES[type(saved.cfg)]}`; resume it with {resume_command(run_dir, saved.cfg)}"
+        )
+    saved_cfg = absolute_references(saved.cfg)
+    if isinstance(cfg, dict):
+        if "task" in cfg and cfg["task"] != saved_cfg.task:
+            raise RunError(
+                f"--resume continues {run_dir}, which fine-tunes {saved_cfg.task}, not {cfg['task']}; give its task, "
+                f"or start a new run"
+            )
+        cfg = kind.from_dict({**saved.cfg.to_dict(), **cfg})
+    if cfg is None:
+        return saved.model_config, saved_cfg, saved.tokenizer
+    cfg = absolute_references(cfg)
+    changed = {
+        f.name
+        for f in fields(saved_cfg)
+        if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) != getattr(saved_cfg, f.name)
+    }
+    moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
+    if changed - moved:
+        differ = "differs" if len(changed - moved) == 1 else "differ"
+        raise RunError(
+            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} {differ} from "
+            f"{run_dir / 'config.json'}; start a new run to change them"
+        )
+    return saved.model_config, cfg, saved.tokenizer
 
 
 def _length(cfg: RunConfig) -> str:
@@ -159,6 +255,11 @@ def _set_threads(cfg: RunConfig, saved: int | None, on_log: Callable[[dict], Non
     (a change of count is the training loop's to say and record, beside the checkpoint it departs from)."""
     if cfg.threads is None and resolve_device(cfg.device).type != "cpu":
         return cfg
+    if cfg.threads is not None and cfg.threads != saved and cfg.threads > (os.cpu_count() or 1):
+        raise RunError(
+            f"--threads {cfg.threads} is more than the {os.cpu_count()} CPUs of this machine; give at most "
+            f"--threads {os.cpu_count()} (more threads share the CPUs, and wait for each other)"
+        )
     threads, idle = cpu_threads(cfg.threads)
     torch.set_num_threads(threads)
     if on_log is not None and idle is not None:

@@ -34,12 +34,13 @@ from tqdm.auto import tqdm
 from ..data.batching import DataPosition, Phase, make_loader, micro_batches, phase_ends
 from ..utils.devices import resolve_device
 from ..utils.environment import CpuShare
+from ..utils.files import no_room
 from ..utils.processes import TrainingInterrupted, stop_signals, world
 from ..viz.attention import plot_metrics, save_figure
 from .accumulation import Objective, backward, step_totals
 from .checkpoints import checkpoints, load_checkpoint, newest_incomplete, save_checkpoint
 from .pace import Pace
-from .runs import NonFiniteLoss, RunError, disk_full, full_disk_error, read_metrics, write_metrics
+from .runs import NonFiniteLoss, RunError, no_room_error, read_metrics, write_metrics
 from .settings import TrainConfig
 from .step import configure_optimizer, lr_schedule, optimizer_step
 
@@ -313,13 +314,14 @@ def paused(loop: Loop, progress: tqdm | None = None) -> Iterator[None]:
 
 @contextmanager
 def _full_disk(run_dir: Path | None) -> Iterator[None]:
-    "Turn a write under `run_dir` that a full disk stopped (metrics, the loss curve) into one line that names it."
+    "Turn a write under `run_dir` that found no room (metrics, the loss curve) into one line that names it."
     try:
         yield
     except OSError as err:
-        if run_dir is None or not disk_full(err, run_dir):
+        kind = None if run_dir is None else no_room(err, run_dir)
+        if kind is None:
             raise
-        raise full_disk_error(run_dir, "free space on it, then continue the run with --resume") from err
+        raise no_room_error(kind, err, run_dir, "then continue the run with --resume") from err
 
 
 Hook = Callable[[Loop], bool | None]  # called after every step; True stops training there (with a checkpoint)

@@ -3,17 +3,21 @@ crash never leaves a broken file, and read back with clear errors (`RunError`; `
 loss, gradient or weight that is not finite). The checkpoints inside are `bertlib.train.checkpoints`'.
 
     runs/<name>/
-      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig, "data": {...}}
+      config.json              {"format": 1, "model": BertConfig, "training": PretrainConfig, "data": {...},
+                                "tokenizer": {"sha256": ...}}
                                (a fine-tuning run: "recipe": "finetune" and a FinetuneConfig; a distilled
-                               student: "recipe": "distil" and a DistilConfig; "data": what it learns from)
+                               student: "recipe": "distil" and a DistilConfig; "data": what it learns from;
+                               "tokenizer": the fingerprint of its tokenizer.json, checked by every reader)
       tokenizer.json, vocab.txt
       metrics.jsonl            one JSON object per logged step or validation
       loss_curve.png           (`bertlib.viz.attention.plot_metrics`)
       checkpoints/step-0001000/   (`bertlib.train.checkpoints`)
       best/checkpoints/step-0000300/   a fine-tuning run's best validation so far
 
-A run never holds another (`check_outside_runs`): a run's writer replaces and deletes folders of its own, which
-would take a run inside with them.
+A run never holds another command's output (`check_outside_runs`): a run's writer replaces and deletes folders of
+its own, which would take a run inside with them, and a tokenizer written into a run would change what its model
+reads. A run whose tokenizer was replaced all the same is refused by every reader (`read_run`). How a run is made and
+resumed is `bertlib.train.lifecycle`'s.
 
 Written by hand: production plumbing that notebook 07 uses but does not show in full. It imports no torch.
 """
@@ -28,26 +32,21 @@ __all__ = [
     "write_metrics",
     "is_run_folder",
     "check_outside_runs",
-    "disk_full",
-    "full_disk_error",
+    "no_room_error",
     "writing_into",
     "resume_command",
+    "tokenizer_fingerprint",
     "write_run_config",
-    "check_new_run",
     "create_run",
     "check_vocabulary",
     "load_run",
     "read_run",
     "SavedRun",
-    "RESUMABLE_FIELDS",
-    "MOVABLE_FIELDS",
-    "absolute_references",
-    "resumed_config",
     "trained_length",
 ]
 
 import dataclasses
-import errno
+import hashlib
 import json
 import os
 import shutil
@@ -57,10 +56,10 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
-from ..data.tokenizer import load_tokenizer, save_tokenizer
+from ..data.tokenizer import MASK, load_tokenizer, save_tokenizer
 from ..model.config import BertConfig
 from ..utils.environment import command_line
-from ..utils.files import atomic_write, fsync_dir
+from ..utils.files import atomic_write, fsync_dir, no_room, no_room_reason
 from .settings import DistilConfig, FinetuneConfig, PretrainConfig
 
 RunConfig = PretrainConfig | FinetuneConfig | DistilConfig
@@ -120,10 +119,10 @@ def _run_below(path: Path) -> Path | None:
 
 
 def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = False, below: bool = True) -> None:
-    """Raise a RunError unless `path` may be written by `what` (a run's writer, an export): it is not inside a bertlib
-    run folder, whose writer replaces and deletes folders of its own, and (with `below`, for a folder `what` may
-    replace) holds none below it, which `what` would replace or delete. With `own_run`, `path` itself may be a run
-    (the one that `what` resumes). Every command that writes a folder calls it, so that runs never nest."""
+    """Raise a RunError unless `path` may be written by `what` (a run's writer, an export, a tokenizer): it is not
+    inside a bertlib run folder, whose writer replaces and deletes folders of its own, and (with `below`, for a folder
+    `what` may replace) holds none below it, which `what` would replace or delete. With `own_run`, `path` itself may be
+    a run (the one that `what` resumes). Every command that writes a folder calls it, so that runs never nest."""
     path = Path(path)
     resolved = path.resolve()
     outer = next((p for p in resolved.parents if is_run_folder(p)), None)
@@ -131,8 +130,9 @@ def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = Fa
         outer = resolved
     if outer is not None:
         raise RunError(
-            f"{path} is, or is inside, the bertlib run folder {outer}, which {what} must not write into (a run "
-            f"replaces and deletes folders of its own); choose a folder outside any run"
+            f"{path} is, or is inside, the bertlib run folder {outer}, which {what} must not write into (a run's "
+            f"writer replaces and deletes folders of its own, and its model reads its own tokenizer); choose a folder "
+            f"outside any run"
         )
     inner = _run_below(resolved) if below and resolved.is_dir() else None
     if inner is not None:
@@ -142,52 +142,25 @@ def check_outside_runs(path: str | os.PathLike, what: str, *, own_run: bool = Fa
         )
 
 
-def _mount_point(path: Path) -> Path:
-    path = path.resolve()
-    while not path.exists():
-        path = path.parent
-    while not os.path.ismount(path):
-        path = path.parent
-    return path
-
-
-def disk_full(err: BaseException, path: str | os.PathLike) -> bool:
-    """Whether `err`, raised while writing under `path`, came from a full disk (or quota): an OSError that says so, a
-    writer's own error that quotes it (safetensors), or one that does not (torch's zip writer) on a disk left with
-    next to no space. Ask before the partial files are removed, since their removal frees the space."""
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-        return True
-    if "No space left on device" in str(err) or "Disk quota exceeded" in str(err):
-        return True
-    try:
-        return isinstance(err, OSError | RuntimeError) and shutil.disk_usage(_mount_point(Path(path))).free < 1 << 24
-    except OSError:
-        return False
-
-
-def full_disk_error(path: str | os.PathLike, way_out: str) -> RunError:
-    "The one-line error of a write under `path` that a full disk stopped: the disk, what it has left, and `way_out`."
-    mount = _mount_point(Path(path))
-    try:
-        free = f"{shutil.disk_usage(mount).free / 2**20:,.0f} MiB free once the partial files were removed"
-    except OSError:
-        free = "its free space unknown"
-    return RunError(f"the disk mounted at {mount} is full ({free}), so {path} could not be written; {way_out}")
+def no_room_error(kind: str, err: BaseException, path: str | os.PathLike, then: str) -> RunError:
+    """The one-line error of a write of `path` that found no room (`no_room`'s `kind`: a full disk, a used-up quota,
+    the file-size limit): what stopped it, how to make room, and `then`, what to do after."""
+    return RunError(f"{no_room_reason(kind, err, path)}, {then}")
 
 
 @contextmanager
-def writing_into(tmp: Path, target: Path, way_out: str) -> Iterator[None]:
+def writing_into(tmp: Path, target: Path, then: str) -> Iterator[None]:
     """Around the writes of a folder's files into the temporary folder `tmp`, to become `target`: on any failure `tmp`
-    is removed (so that a full disk gets its space back), and a full disk is a one-line `full_disk_error` naming
-    `target` and `way_out`."""
+    is removed (so that a full disk gets its space back), and a write that found no room is a one-line
+    `no_room_error` naming `target`, ending with `then`."""
     try:
         yield
     except BaseException as err:
-        full = disk_full(err, tmp)
+        kind = no_room(err, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
-        if full:
-            raise full_disk_error(target, way_out) from err
-        raise
+        if kind is None:
+            raise
+        raise no_room_error(kind, err, target, then) from err
 
 
 def resume_command(run_dir: str | os.PathLike, cfg: RunConfig, *options: str) -> str:
@@ -225,44 +198,40 @@ def _read_run_config(run_dir: Path) -> dict:
             "model": BertConfig.from_dict(saved["model"]),
             "training": training.from_dict(saved["training"]),
             "data": saved.get("data"),
+            "tokenizer": (saved.get("tokenizer") or {}).get("sha256"),
         }
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError, AttributeError) as err:
         raise RunError(f"{path} is damaged ({err}); restore it or start a new run") from err
+
+
+def tokenizer_fingerprint(run_dir: str | os.PathLike) -> str:
+    "The SHA-256 of a run's `tokenizer.json`, which its `config.json` records, so that a swapped tokenizer is caught."
+    return hashlib.sha256((Path(run_dir) / "tokenizer.json").read_bytes()).hexdigest()
 
 
 def write_run_config(
     run_dir: str | os.PathLike, model_config: BertConfig, cfg: RunConfig, data: dict | None = None
 ) -> None:
-    "Write a run's `config.json` (creating the folder if needed), with the fingerprint of its training `data` if given."
+    """Write a run's `config.json` into its folder, which holds its tokenizer already, with the fingerprints of its
+    training `data` (if given) and of its tokenizer."""
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     recipe = {} if isinstance(cfg, PretrainConfig) else {"recipe": RECIPES[type(cfg)]}
     fingerprint = {} if data is None else {"data": data}
     atomic_write(
         run_dir / "config.json",
         json.dumps(
-            {"format": RUN_FORMAT, **recipe, "model": model_config.to_dict(), "training": cfg.to_dict(), **fingerprint},
+            {
+                "format": RUN_FORMAT,
+                **recipe,
+                "model": model_config.to_dict(),
+                "training": cfg.to_dict(),
+                **fingerprint,
+                "tokenizer": {"sha256": tokenizer_fingerprint(run_dir)},
+            },
             indent=2,
         )
         + "\n",
     )
-
-
-def check_new_run(run_dir: str | os.PathLike) -> None:
-    """Raise a RunError unless `run_dir` is free for a new run (absent, or an empty folder). Under `torchrun` every
-    process checks before rank 0 may create the run, so a slow process never finds the folder its peer has made."""
-    run_dir = Path(run_dir)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise RunError(f"{run_dir} is a file, not a folder; choose another output folder")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise RunError(
-            f"{run_dir} already exists and is not an empty folder; pass resume=True (--resume) to "
-            f"continue it, or choose another output folder"
-        )
-    import torch.distributed as dist  # only a torchrun group needs it
-
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
 
 
 def create_run(
@@ -274,7 +243,7 @@ def create_run(
     run_dir = Path(run_dir)
     tmp = run_dir.with_name(f".tmp-{run_dir.name}")
     shutil.rmtree(tmp, ignore_errors=True)  # left by a crash
-    with writing_into(tmp, run_dir, "free space on it, or choose a folder on another disk"):
+    with writing_into(tmp, run_dir, "then make the run again"):
         save_tokenizer(tokenizer, tmp)
         write_run_config(tmp, model_config, cfg, data)
         fsync_dir(tmp)
@@ -283,13 +252,24 @@ def create_run(
     return run_dir
 
 
-def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
-    "Raise a RunError unless the tokenizer and the model have the same vocabulary size."
+def _check_size(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
     if tokenizer.get_vocab_size() != config.vocab_size:
         raise RunError(
             f"{where}: the tokenizer has {tokenizer.get_vocab_size():,} tokens but the model's vocab_size "
             f"is {config.vocab_size:,}; use the tokenizer the model was trained with, or set the model's "
             f"vocab_size to match"
+        )
+
+
+def check_vocabulary(tokenizer: Tokenizer, config: BertConfig, where: str) -> None:
+    """Raise a RunError unless a tokenizer given to train `config`'s model has its vocabulary size and keeps `[MASK]`
+    whole, so that a `[MASK]` written in a text (fill-mask's, the run's report) is that token, not pieces of it."""
+    _check_size(tokenizer, config, where)
+    pieces = tokenizer.encode(MASK, add_special_tokens=False).tokens
+    if pieces != [MASK]:
+        raise RunError(
+            f"{where}: the tokenizer cuts {MASK} into {len(pieces)} pieces ({' '.join(pieces)}), so no text could hold "
+            f"a mask to fill; give one that keeps BERT's special tokens whole, as `python -m bertlib prepare` trains"
         )
 
 
@@ -304,94 +284,39 @@ class SavedRun:
 
 
 def read_run(run_dir: str | os.PathLike) -> SavedRun:
-    "A run's model config, training config, tokenizer and data fingerprint, checked against each other."
+    """A run's model config, training config, tokenizer and data fingerprint, checked against each other: the tokenizer
+    must be the one the run was made with (a run made before runs recorded it is not checked)."""
     run_dir = Path(run_dir)
     saved = _read_run_config(run_dir)
+    file = run_dir / "tokenizer.json"
+    if not file.is_file():
+        raise RunError(f"{file} is missing; restore it from a backup of the run (with vocab.txt beside it)")
     try:
         tokenizer = load_tokenizer(run_dir)
-    except Exception as err:  # the tokenizers library raises its own exception types
-        reason = err.__cause__ or err  # the library's own words, without advice meant for a tokenizer of one's own
+    except ValueError as err:
+        raise RunError(f"{file} cannot be loaded ({_first_words(err.__cause__ or err)}); {_RESTORE}") from err
+    _check_size(tokenizer, saved["model"], str(run_dir))
+    if saved["tokenizer"] is not None and tokenizer_fingerprint(run_dir) != saved["tokenizer"]:
         raise RunError(
-            f"{run_dir / 'tokenizer.json'} cannot be loaded ({str(reason)[:160]}); restore it from a backup of the run"
-        ) from err
-    check_vocabulary(tokenizer, saved["model"], str(run_dir))
+            f"{file} is not the tokenizer the run was made with (config.json records sha256 {saved['tokenizer'][:12]}, "
+            f"the file has {tokenizer_fingerprint(run_dir)[:12]}), so its model would read other tokens; {_RESTORE}"
+        )
     return SavedRun(saved["model"], saved["training"], tokenizer, saved["data"])
+
+
+_RESTORE = "put the run's own tokenizer.json (and vocab.txt) back from a backup of the run"
+
+
+def _first_words(err: BaseException, limit: int = 160) -> str:
+    "The first line of an error's message, at most `limit` characters, marked where it was cut."
+    line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def load_run(run_dir: str | os.PathLike) -> tuple[BertConfig, RunConfig, Tokenizer]:
     "A run's model config, training config and tokenizer, checked against each other (`read_run`)."
     saved = read_run(run_dir)
     return saved.model_config, saved.cfg, saved.tokenizer
-
-
-# settings a resumed run may change; all others define what is learned and must stay as they were
-RESUMABLE_FIELDS = (
-    "max_steps",
-    "epochs",
-    "log_every",
-    "eval_every",
-    "eval_batches",
-    "save_every",
-    "keep_checkpoints",
-    "device",
-    "compile",
-    "num_workers",
-    "on_nan",
-    "threads",
-)
-# where a run's teacher (distil) or encoder (finetune) lives: a folder that may move, so a resumed run may point to it
-# anew once the recorded one is gone
-MOVABLE_FIELDS = ("teacher", "source")
-
-
-def absolute_references(cfg: RunConfig) -> RunConfig:
-    """`cfg` with its teacher or encoder (`MOVABLE_FIELDS`) as an absolute path where it names a local folder, so that
-    the run resumes from any working directory (a hub id stays as it is)."""
-    local = {
-        name: str(Path(value).resolve())
-        for name in MOVABLE_FIELDS
-        if (value := getattr(cfg, name, None)) and Path(value).exists()
-    }
-    return dataclasses.replace(cfg, **local) if local else cfg
-
-
-def resumed_config(
-    run_dir: str | os.PathLike, cfg: RunConfig | dict | None, kind: type, saved: SavedRun | None = None
-) -> tuple[BertConfig, RunConfig, Tokenizer]:
-    """A run's model config, settings and tokenizer, to resume it: its saved settings (`saved`, read if not given),
-    with `cfg` typed over them: settings that may differ only in `RESUMABLE_FIELDS` (or, once the recorded folder is
-    gone, point a `MOVABLE_FIELDS` one anew), or a dict of the fields to change. `kind` is the settings class the
-    resuming recipe expects; this is the one check that the run is that recipe's. Local references come back absolute
-    (`absolute_references`)."""
-    run_dir = Path(run_dir)
-    saved = saved or read_run(run_dir)
-    if not isinstance(saved.cfg, kind):
-        raise RunError(
-            f"{run_dir} was made by `{RECIPES[type(saved.cfg)]}`; resume it with {resume_command(run_dir, saved.cfg)}"
-        )
-    saved_cfg = absolute_references(saved.cfg)
-    if isinstance(cfg, dict):
-        if "task" in cfg and cfg["task"] != saved_cfg.task:
-            raise RunError(
-                f"--resume continues {run_dir}, which fine-tunes {saved_cfg.task}, not {cfg['task']}; give its task, "
-                f"or start a new run"
-            )
-        cfg = kind.from_dict({**saved.cfg.to_dict(), **cfg})
-    if cfg is None:
-        return saved.model_config, saved_cfg, saved.tokenizer
-    cfg = absolute_references(cfg)
-    changed = {
-        f.name
-        for f in dataclasses.fields(saved_cfg)
-        if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) != getattr(saved_cfg, f.name)
-    }
-    moved = {name for name in changed & set(MOVABLE_FIELDS) if not Path(getattr(saved_cfg, name)).exists()}
-    if changed - moved:
-        raise RunError(
-            f"a resumed run keeps its settings, but {', '.join(sorted(changed - moved))} differ from "
-            f"{run_dir / 'config.json'}; start a new run to change them"
-        )
-    return saved.model_config, cfg, saved.tokenizer
 
 
 def trained_length(source: str | os.PathLike, model_config: BertConfig) -> int:

@@ -34,10 +34,13 @@ def init_distributed() -> bool:
 
 
 def _usual_way_out(signum: int, handler: Any, frame: Any) -> None:
-    "Do what `handler`, the handler before `stop_signals`, does with a signal: Ctrl-C's KeyboardInterrupt, or the end."
+    """Do what `handler`, the handler before `stop_signals`, does with a signal: Ctrl-C's KeyboardInterrupt, or the end
+    (said in one line, as the process ends by the signal itself)."""
     if callable(handler):
         handler(signum, frame)
     elif handler != signal.SIG_IGN:
+        said = f"stopped at once by a second {signal.Signals(signum).name}, without a checkpoint of this step\n"
+        os.write(2, said.encode())
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
@@ -45,7 +48,8 @@ def _usual_way_out(signum: int, handler: Any, frame: Any) -> None:
 @contextmanager
 def stop_signals() -> Iterator[list[int]]:
     """Turn the first SIGINT or SIGTERM into a request (the list it yields gets the signal number), which the
-    loop honours between steps; a second signal takes the usual way out at once.
+    loop honours between steps; a second signal takes the usual way out at once (Ctrl-C's KeyboardInterrupt; for
+    SIGTERM, the end of the process, said in one line), at the end of the operation that runs, as Ctrl-C's does.
 
     Python runs a signal's handler between bytecodes only, once however often the signal came: two Ctrl-C during one
     slow operation would reach it as one. So the signals are also counted on a wakeup pipe, to which the interpreter
@@ -60,13 +64,16 @@ def stop_signals() -> Iterator[list[int]]:
     os.set_blocking(writer, False)
     wakeup = signal.set_wakeup_fd(writer, warn_on_full_buffer=False)
 
+    def take_usual_way(signum, frame) -> None:
+        _usual_way_out(signum, previous[signum], frame)
+
     def request_stop(signum, frame) -> None:
         try:
             arrived = sum(byte in previous for byte in os.read(reader, 512))  # other signals write bytes too
         except BlockingIOError:
             arrived = 1
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+        for s in previous:
+            signal.signal(s, take_usual_way)
         if arrived > 1:
             _usual_way_out(signum, previous[signum], frame)
         received.append(signum)

@@ -536,7 +536,7 @@ def finetune(part: Part) -> None:
 
 def speed(part: Part) -> None:
     """The cuda suite of the training-step benchmark, compiled then eager, the profile of a compiled base step, and
-    the fine-tuning step and `predict` beside transformers."""
+    the fine-tuning step beside transformers."""
     bench = [sys.executable, str(ROOT / "benchmarks" / "train_step.py")]
     profile = [sys.executable, str(ROOT / "benchmarks" / "profile_step.py")]
     if part.dry:  # the same scripts and outputs at tiny size on the CPU, eager (compiling on 2 cores takes minutes)
@@ -551,11 +551,9 @@ def speed(part: Part) -> None:
     part.run("training step, eager", [*bench, *eager, "--output", str(part.out / "train_step-cuda-eager.json")], 150)
     part.run("profile", [*profile, "--output", str(part.out / "profile-base-after.txt")], cap=90)
     finetune_step = [sys.executable, str(ROOT / "benchmarks" / "finetune_step.py")]
-    tiny = ["--batches", "2", "--train-sentences", "256", "--warmup", "0", "--repeats", "1", "--predict-sentences", "4"]
+    tiny = ["--batches", "2", "--train-sentences", "256", "--warmup", "0", "--repeats", "1"]
     finetune_step += ["--device", "cpu", *tiny] if part.dry else ["--device", "cuda"]
-    part.run(
-        "fine-tuning step and predict", [*finetune_step, "--output", str(part.out / "finetune_step-cuda.json")], 90
-    )
+    part.run("fine-tuning step", [*finetune_step, "--output", str(part.out / "finetune_step-cuda.json")], 90)
 
 
 # ------------------------------------------------------------------------------------------------------------- collect
