@@ -38,8 +38,10 @@ def _made(data: dict[str, Any]) -> str:
     made = data.get("provenance")
     if made is None:
         return "How it was made (mode, commit, load) was not recorded."
-    told = ("mode", "machine", "threads", "commit", "date", "load_average")
+    told = ("mode", "machine", "threads", "commit", "date", "load_average", "recorded")
     settings = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in made.items() if key not in told)
+    if "recorded" in made:  # a result made before files said how: when and from what that was written down
+        settings += f"; {made['recorded']}"
     threads = f"{made['threads']} thread" + ("s" if made["threads"] != 1 else "")
     text = f"Made in {made['mode']} mode ({settings}), {threads}, commit {made['commit']}, {made.get('date', '')}"
     load = made.get("load_average")
