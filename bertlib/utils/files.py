@@ -49,9 +49,9 @@ def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
         os.replace(tmp, path)
     except OSError as err:
         Path(tmp).unlink(missing_ok=True)
-        if err.filename is None:  # a write's error names no file ("[Errno 27] File too large")
+        if err.filename is None and err.errno is not None:  # "[Errno 27] File too large" names no file
             raise OSError(err.errno, err.strerror, str(path)) from err
-        raise
+        raise  # an error without a number keeps its own words
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
