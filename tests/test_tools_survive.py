@@ -106,7 +106,7 @@ def test_claim_nbdev_exports_cannot_damage_the_library(project):
         (["#| default_exp scratch.x", "#| export data.pairs scratch.y\nX = 1"], "must name one module"),
         (["#| default_exp", "#| export\nX = 1"], "must name one module"),
         (["#| default_exp data.pairs", "#| export\nX = 1"], "exports to `data.pairs`, the module of"),
-        (["#| default_exp model.bert", "#| export\nX = 1"], "both name `#| default_exp model.bert`"),
+        (["#| default_exp model.variants", "#| export\nX = 1"], "both name `#| default_exp model.variants`"),
         (["#| export\nX = 1"], "no `#| default_exp` module"),
     ):
         rogue.write_text(notebook(*cells), encoding="utf-8")

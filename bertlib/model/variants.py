@@ -103,8 +103,3 @@ def apply_variants(model: nn.Module, config: BertConfig) -> None:
         factorise_embeddings(model.embeddings, config)
     if config.share_layers:
         share_one_layer(model.encoder)
-
-# %% ../../notebooks/11_variants.ipynb #v_reg
-from .bert import SWITCHES  # noqa: E402
-
-SWITCHES["variants"] = apply_variants  # every BertModel built from now on runs it
