@@ -200,6 +200,8 @@ def test_claim_run_all_keeps_good_outputs(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # a terminal's Ctrl-C, even when the tests run in the background, where a shell starts them ignoring SIGINT
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         assert "== exercise 1" in next(line for line in started.stdout if "==" in line)
