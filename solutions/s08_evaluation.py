@@ -10,8 +10,17 @@ import statistics
 from itertools import islice
 
 import numpy as np
-from common import EVAL_SEED, QUICK, attention_maps, cli, corpus, course_model, header, unigram_baseline
-from per_example import masked_token_losses
+from common import (
+    EVAL_SEED,
+    QUICK,
+    attention_maps,
+    cli,
+    corpus,
+    course_model,
+    header,
+    masked_token_losses,
+    unigram_baseline,
+)
 from torch.utils.data import DataLoader
 from verdict import compare
 

@@ -21,6 +21,7 @@ from common import (
     distillation_losses,
     documents,
     header,
+    masked_token_losses,
     mean_mlm_loss,
     packed_batches,
     rtd_metrics,
@@ -28,7 +29,6 @@ from common import (
     student_from_teacher,
     train,
 )
-from per_example import masked_token_losses
 from verdict import compare, rank
 
 from bertlib import BertConfig, BertForPreTraining, ElectraForPreTraining
