@@ -2,6 +2,7 @@
 say how they were made. What the benchmarks share with the studies (the machine, provenance, where published
 results live) is `docs/publish.py`."""
 
+import copy
 import itertools
 import os
 import resource
@@ -20,9 +21,12 @@ sys.path.insert(0, str(ROOT / "docs"))  # docs/publish.py: what every report sha
 import publish  # noqa: E402
 
 from bertlib.utils.devices import autocast as bertlib_autocast  # noqa: E402
+from bertlib.utils.devices import onednn_matmuls  # noqa: E402
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 machine_info = publish.machine_info
+# bertlib with torch's own fp32 products (MKL), as with BERTLIB_ONEDNN=0: the oneDNN lever's before, timed beside it
+WITHOUT_ONEDNN = "bertlib_without_onednn"
 
 
 def configure_process(threads: int | None, flush_denormal: bool = True) -> dict[str, Any]:
@@ -88,6 +92,17 @@ def training_step(
         optimizer.zero_grad(set_to_none=True)
 
     return step
+
+
+def without_onednn(
+    model: torch.nn.Module, batches: list[dict], device: torch.device, bf16: bool
+) -> dict[str, Callable[[], None]]:
+    """The oneDNN lever's before, to time in the same run as its after: where bertlib's fp32 products run in oneDNN (a
+    CPU, `onednn_matmuls`), {WITHOUT_ONEDNN: a training step of a copy of bertlib's `model` with torch's own products};
+    elsewhere nothing."""
+    if device.type != "cpu" or bf16 or not onednn_matmuls():
+        return {}
+    return {WITHOUT_ONEDNN: training_step(copy.deepcopy(model), batches, device, bf16)}
 
 
 def repeated(fn: Callable[[], object], times: int) -> Callable[[], None]:

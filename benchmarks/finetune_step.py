@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 from bench_utils import (  # noqa: E402
     RESULTS_DIR,
+    WITHOUT_ONEDNN,
     configure_process,
     interleaved_times,
     load_average,
@@ -35,6 +36,7 @@ from bench_utils import (  # noqa: E402
     provenance,
     repeated,
     training_step,
+    without_onednn,
     write_results,
 )
 from roofline import layer_shapes, measure_peak, roofline, step_flops  # noqa: E402
@@ -82,6 +84,7 @@ def time_steps(ours: torch.nn.Module, batches: list[dict], args: argparse.Namesp
         side: training_step(m, on_device, device, bf16, ours=side == "bertlib")
         for side, m in zip(SIDES, (ours, theirs), strict=True)
     }
+    steps |= without_onednn(ours, on_device, device, bf16)
     passes = {side: repeated(step, len(batches)) for side, step in steps.items()}
     tokens = sum(int(b["attention_mask"].sum()) for b in batches)
     cpu = device.type == "cpu"
@@ -101,17 +104,19 @@ def time_steps(ours: torch.nn.Module, batches: list[dict], args: argparse.Namesp
         "repeats": args.repeats,
         "warmup": args.warmup,
     }
-    for side in SIDES:
+    for side in steps:
         row[side] = {
             "step_seconds": median(times[side]) / len(batches),
             "tokens_per_second": tokens / median(times[side]),
             "seconds_per_repeat": [round(t, 5) for t in times[side]],
         }
     row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    if WITHOUT_ONEDNN in row:
+        row["onednn_speedup"] = row["bertlib"]["tokens_per_second"] / row[WITHOUT_ONEDNN]["tokens_per_second"]
     if cpu:
         lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
         flops = step_flops(ours.config, lengths, "sequence", training=True, labels=len(ours.label_names))
-        row["roofline"] = roofline(flops, {side: median(cpu_seconds[side]) for side in SIDES}, peaks)
+        row["roofline"] = roofline(flops, {side: median(seconds) for side, seconds in cpu_seconds.items()}, peaks)
     return row
 
 
@@ -168,7 +173,13 @@ def main(argv: list[str] | None = None) -> Path:
         f"fine-tuning step: bertlib {step['bertlib']['tokens_per_second']:,.0f} tokens/s, transformers "
         f"{step['transformers']['tokens_per_second']:,.0f} tokens/s (x{step['speedup']:.2f}; target "
         f"x{TARGET_SPEEDUP:g})"
-        + (f"; {fraction['bertlib']:.0%} vs {fraction['transformers']:.0%} of the measured peak" if fraction else ""),
+        + (f"; {fraction['bertlib']:.0%} vs {fraction['transformers']:.0%} of the measured peak" if fraction else "")
+        + (
+            f"; without oneDNN {step[WITHOUT_ONEDNN]['tokens_per_second']:,.0f} tokens/s (lever "
+            f"x{step['onednn_speedup']:.2f})"
+            if "onednn_speedup" in step
+            else ""
+        ),
         flush=True,
     )
     output = write_results(args.output or RESULTS_DIR / f"finetune_step-{device.type}.json", result)

@@ -59,6 +59,36 @@ def _fractions(entry: dict[str, Any]) -> list[str]:
     return [f"{fraction[side]:.0%}" if fraction else "not measured" for side in ("bertlib", "transformers")]
 
 
+def _lever(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The oneDNN lever's before and after (issue 43), side by side: bertlib's step with torch's own fp32 products
+    (MKL, as with BERTLIB_ONEDNN=0) and with oneDNN's, timed in the same run; nothing for results made without it."""
+    measured = [(label, row) for label, row in rows if "onednn_speedup" in row]
+    if not measured:
+        return []
+    lines = [
+        "The oneDNN lever: bertlib's step with torch's own fp32 matrix products (MKL, as with `BERTLIB_ONEDNN=0`) "
+        "and with oneDNN's (the default on a CPU, `bertlib.utils.devices.autocast`), interleaved in the same run:",
+        "",
+        "| config | torch's products tokens/s | oneDNN tokens/s | speed-up | torch's products % of peak | "
+        "oneDNN % of peak |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for label, row in measured:
+        before, after = row["bertlib_without_onednn"], row["bertlib"]
+        fraction = row["roofline"]["fraction_of_peak"]
+        lines.append(
+            f"| {label} | {before['tokens_per_second']:,.0f} | {after['tokens_per_second']:,.0f} | "
+            f"**{row['onednn_speedup']:.2f}x** | {fraction['bertlib_without_onednn']:.0%} | {fraction['bertlib']:.0%} |"
+        )
+    return lines + [""]
+
+
+def _config(row: dict[str, Any]) -> str:
+    "A training-step row's model and data, in words."
+    real = f", WikiText-2 pairs ({row['padding_share']:.0%} padding)" if row.get("data") == "wikitext" else ""
+    return f"{row['preset']}, vocab {row['vocab_size']:,}{real}"
+
+
 def _peaks(entries: list[dict[str, Any]]) -> str:
     "The sentence that says what a fraction of the peak is, and the peaks these rows were measured against."
     measured = [e["roofline"] for e in entries if "roofline" in e]
@@ -101,9 +131,8 @@ def train_step_table(data: dict[str, Any]) -> str:
     ]
     for row in data["results"]:
         ours, theirs = row["bertlib"], row["transformers"]
-        real = f", WikiText-2 pairs ({row['padding_share']:.0%} padding)" if row.get("data") == "wikitext" else ""
         cells = [
-            f"{row['preset']}, vocab {row['vocab_size']:,}{real}",
+            _config(row),
             f"{row['parameters'] / 1e6:.1f}M",
             f"{row['batch_size']} x {row['seq_len']}",
             row["dtype"] + (" (compiled)" if row.get("compile") else ""),
@@ -137,6 +166,7 @@ def train_step_table(data: dict[str, Any]) -> str:
             "tokens/s count their text, not their padding. " + _peaks(data["results"]),
             "",
         ]
+        lines += _lever([(_config(row), row) for row in data["results"]])
     lines += [_made(data), ""]
     return "\n".join(lines)
 
@@ -248,6 +278,7 @@ def finetune_text(data: dict[str, Any]) -> str:
             f"{step['transformers']['tokens_per_second']:,.0f} | **{step['speedup']:.2f}x** | {target:g}x: "
             f"{verdict} | " + " | ".join(_fractions(step)) + " |",
             "",
+            *_lever([(f"SST-2, {step['batch_size']} x {step['mean_length']:.1f}", step)]),
             " ".join(filter(None, [_peaks([step]), _made(data)])),
             "",
         ]

@@ -27,6 +27,7 @@ import transformers
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 from bench_utils import (  # noqa: E402
     RESULTS_DIR,
+    WITHOUT_ONEDNN,
     configure_process,
     interleaved_times,
     load_average,
@@ -38,6 +39,7 @@ from bench_utils import (  # noqa: E402
     reset_peak_memory,
     synchronize,
     training_step,
+    without_onednn,
     write_results,
 )
 from roofline import layer_shapes, measure_peak, roofline, step_flops  # noqa: E402
@@ -224,17 +226,13 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
     batches = cpu_batches(args, config)
     if args.data == "wikitext":  # a repeat is one pass over the real batches, so every repeat holds the same work
         args.steps_per_repeat = len(batches)
-    ours_step = training_step(
-        torch.compile(ours) if args.compile else ours,
-        [side_inputs("bertlib", b, device) for b in batches],
-        device,
-        bf16,
-        ours=True,
-    )
+    ours_inputs = [side_inputs("bertlib", b, device) for b in batches]
+    ours_step = training_step(torch.compile(ours) if args.compile else ours, ours_inputs, device, bf16, ours=True)
     steps = {
         "bertlib": ours_step,
         "transformers": training_step(theirs, [side_inputs("transformers", b, device) for b in batches], device, bf16),
     }
+    steps |= without_onednn(ours, ours_inputs, device, bf16)
 
     timed = {side: repeated(step, args.steps_per_repeat) for side, step in steps.items()}
     cpu = device.type == "cpu"
@@ -262,19 +260,21 @@ def compare(args: argparse.Namespace, config: BertConfig, device: torch.device) 
         "warmup": args.warmup,
         "steps_per_repeat": args.steps_per_repeat,
     }
-    for side in SIDES:
+    for side in steps:
         row[side] = {
             "step_seconds": median(times[side]) / args.steps_per_repeat,
             "tokens_per_second": tokens / median(times[side]),
             "seconds_per_repeat": [round(t, 5) for t in times[side]],
         }
     row["speedup"] = row["bertlib"]["tokens_per_second"] / row["transformers"]["tokens_per_second"]
+    if WITHOUT_ONEDNN in row:
+        row["onednn_speedup"] = row["bertlib"]["tokens_per_second"] / row[WITHOUT_ONEDNN]["tokens_per_second"]
     if cpu:
         lengths = [int(n) for b in batches for n in b["attention_mask"].sum(1)]
         masked = [int(n) for b in batches for n in (b["labels"] != -100).sum(1)]
         per_cycle = step_flops(config, lengths, "pretraining", training=True, masked=masked)
         flops = per_cycle * args.steps_per_repeat // len(batches)
-        row["roofline"] = roofline(flops, {side: median(cpu_seconds[side]) for side in SIDES}, peaks)
+        row["roofline"] = roofline(flops, {side: median(seconds) for side, seconds in cpu_seconds.items()}, peaks)
     if device.type == "cuda":
         peak, source = gpu_peak_flops(device, args.peak_tflops)
         row["peak_flops"], row["peak_flops_source"] = peak, source
@@ -305,6 +305,9 @@ def print_row(row: dict[str, Any]) -> None:
     if "roofline" in row:
         fraction = row["roofline"]["fraction_of_peak"]
         mfu = f"  {fraction['bertlib']:.0%} vs {fraction['transformers']:.0%} of the measured peak"
+    if "onednn_speedup" in row:
+        before = row[WITHOUT_ONEDNN]["tokens_per_second"]
+        mfu += f"; without oneDNN {before:,.0f} tok/s (lever x{row['onednn_speedup']:.2f})"
     print(
         f"{row['preset']:>5} vocab {row['vocab_size']:>6,} batch {row['batch_size']:>3} seq {row['seq_len']:>4} "
         f"{row['data']:>8} "

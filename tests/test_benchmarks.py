@@ -297,6 +297,16 @@ def test_finetune_step_benchmark_writes_its_results_and_the_report_their_rows(tm
         and f"| {fractions} |" in text
         and "Made in trial mode (batches 2, warmup 0, repeats 1), 1 thread" in text
     )
+    # the oneDNN lever's before (torch's own products) was timed in the same run, and the report sets it beside after
+    before = step["bertlib_without_onednn"]
+    assert step["onednn_speedup"] == pytest.approx(step["bertlib"]["tokens_per_second"] / before["tokens_per_second"])
+    assert len(before["seconds_per_repeat"]) == 1 and "bertlib_without_onednn" in step["roofline"]["cpu_seconds"]
+    lever = (
+        f"| SST-2, 32 x {step['mean_length']:.1f} | {before['tokens_per_second']:,.0f} | "
+        f"{step['bertlib']['tokens_per_second']:,.0f} | **{step['onednn_speedup']:.2f}x** | "
+        f"{step['roofline']['fraction_of_peak']['bertlib_without_onednn']:.0%} | "
+    )
+    assert lever in text
 
 
 # ---------------------------------------------------------------------------------------------------- roofline
@@ -358,6 +368,30 @@ def test_report_shows_each_cpu_rows_fraction_of_the_peak(tmp_path):
     text = report.render(tmp_path, published=False)
     assert "| **3.25x** | 700 | 1,201 | 61% | 19% |" in text and "95 GFLOP/s (torch.mm, 4096 x 256 x 1024)" in text
     assert "How it was made (mode, commit, load) was not recorded." in text  # a result from before provenance
+    assert "The oneDNN lever" not in text  # a result made before the lever was timed has no before-and-after table
+
+
+def test_report_sets_the_onednn_levers_before_beside_its_after(tmp_path):
+    report = load_script("report")
+    data = sample("cpu")
+    row = data["results"][0]
+    row["bertlib_without_onednn"] = {"tokens_per_second": 1500.0}
+    row["onednn_speedup"] = row["bertlib"]["tokens_per_second"] / 1500.0
+    fractions = {"bertlib": 0.61, "transformers": 0.19, "bertlib_without_onednn": 0.33}
+    row["roofline"] = {"fraction_of_peak": fractions, "peak_flops": 95e9, "peak_shape": "4096 x 256 x 1024"}
+    (tmp_path / "train_step-cpu.json").write_text(json.dumps(data))
+    text = report.render(tmp_path, published=False)
+    speed = f"{row['bertlib']['tokens_per_second']:,.0f} | **{row['onednn_speedup']:.2f}x** | 33% | 61% |"
+    assert f"| mini, vocab 30,522 | 1,500 | {speed}" in text
+
+
+def test_the_levers_before_is_timed_only_where_bertlib_uses_onednn(monkeypatch):
+    bench_utils = load_script("bench_utils")
+    model, cpu = torch.nn.Linear(2, 2), torch.device("cpu")
+    assert list(bench_utils.without_onednn(model, [], cpu, bf16=False)) == [bench_utils.WITHOUT_ONEDNN]
+    assert bench_utils.without_onednn(model, [], cpu, bf16=True) == {}
+    monkeypatch.setenv("BERTLIB_ONEDNN", "0")
+    assert bench_utils.without_onednn(model, [], cpu, bf16=False) == {}
 
 
 # -------------------------------------------------------------------------------------------------- prediction
