@@ -82,22 +82,32 @@ def test_claim_settings_are_checked_before_anything_is_written(tiny, tmp_path, c
     assert "is a file" in one_line_error(capsys)
 
 
+def stop_once(run: Path, signum: int, *args: str) -> int:
+    """Run the CLI with `args`, send it one `signum` once it has logged a step of its own, and return the step its
+    checkpoint was taken at, checking the way it said so."""
+    before = len(losses(run)) if run.exists() else 0
+    process = cli(*args)
+    while len(losses(run)) <= before and process.poll() is None:  # wait for a logged step of this process
+        time.sleep(0.05)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + signum, err
+    last = err.strip().splitlines()[-1]  # above it, only the progress bar
+    assert last.startswith(f"stopped by {signal.Signals(signum).name}") and "checkpoint saved" in last
+    assert "Traceback" not in err
+    return int(last.split("at step ")[1].split(":")[0])
+
+
 @pytest.mark.slow
 def test_claim_ctrl_c_saves_a_checkpoint_and_resume_retraces_the_run(tiny, straight, tmp_path):
-    "README: Ctrl-C (or SIGTERM) writes a checkpoint at the current step and exits with 130 (143)."
-    for signum, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+    """README: Ctrl-C (or SIGTERM) writes a checkpoint at the current step and exits with 130 (143); one signal is
+    enough for a resumed run too, and the run, resumed, retraces the unbroken one."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
         run = tmp_path / signal.Signals(signum).name
-        process = cli("pretrain", *tiny, *LENGTH, "--save-every", "100", "--output-dir", str(run))
-        while not losses(run) and process.poll() is None:  # wait for the first logged step
-            time.sleep(0.05)
-        process.send_signal(signum)
-        _, err = process.communicate(timeout=120)
-        assert process.returncode == code, err
-        last = err.strip().splitlines()[-1]  # above it, only the progress bar
-        assert last.startswith(f"stopped by {signal.Signals(signum).name}") and "checkpoint saved" in last
-        assert "Traceback" not in err
-        stopped_at = int(last.split("at step ")[1].split(":")[0])
+        stopped_at = stop_once(run, signum, "pretrain", *tiny, *LENGTH, "--save-every", "100", "--output-dir", str(run))
         assert [c.name for c in checkpoints(run)] == [f"step-{stopped_at:07d}"]
+        again = stop_once(run, signum, "pretrain", "--output-dir", str(run), "--resume")
+        assert again > stopped_at and checkpoints(run)[-1].name == f"step-{again:07d}"
         assert main(["pretrain", "--output-dir", str(run), "--resume"]) == 0
         assert losses(run) == losses(straight)
 
