@@ -18,6 +18,7 @@ Hand-written; not part of the library.
 
 import argparse
 import json
+import math
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -135,15 +136,46 @@ def read(run: Path, out: Path, trained_at: str, stopped: str | None) -> None:
     print(f"{run}: {made['steps']:,} of {cfg.max_steps:,} steps, {made['hours']:.1f} h; written to {out}")
 
 
+def projection(valid: list[dict], target: float = TARGET["mlm_perplexity"]) -> dict | None:
+    """The training hours at which the perplexity would reach `target` if it went on falling as over the run's later
+    half (its validations from half its training hours on): a straight line through log perplexity against log tokens,
+    fitted by least squares, read at `target`, at the run's mean speed. None when that half holds fewer than three
+    validations or its perplexity does not fall. A run on the plateau may leave it in a sudden drop (the GPU runs
+    did), which such a line cannot foresee; and the learning rate, which decays to zero, flattens its end."""
+    half = valid[-1]["train_seconds"] / 2
+    late = [r for r in valid if r["train_seconds"] >= half]
+    if len(late) < 3:
+        return None
+    xs = [math.log(r["tokens"]) for r in late]
+    ys = [math.log(r["mlm_perplexity"]) for r in late]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    if slope >= 0:
+        return None
+    tokens = math.exp(mx + (math.log(target) - my) / slope)
+    speed = valid[-1]["tokens"] / valid[-1]["train_seconds"]
+    return {"exponent": -slope, "tokens": tokens, "hours": tokens / speed / 3600, "validations": len(late)}
+
+
 def verdict(valid: list[dict]) -> str:
-    "Whether the run met the target within the 8 hours: the first validation at both, or how far the best one was."
+    """Whether the run met the target within the 8 hours: the first validation at both; or how far the best one was,
+    and the hours its later half's pace projects to a perplexity of 100."""
     met = next((r for r in valid if r["mlm_perplexity"] <= 100 and r["nsp_accuracy"] >= 0.75), None)
     if met:
         return f"met at {met['train_seconds'] / 3600:.1f} h (step {met['step']:,})"
     best = min(valid, key=lambda r: r["mlm_perplexity"])
-    return (
+    said = (
         f"missed: the best validation perplexity was {best['mlm_perplexity']:.1f} (step {best['step']:,}), "
         f"the best NSP accuracy {max(r['nsp_accuracy'] for r in valid):.1%}"
+    )
+    ahead = projection(valid)
+    if ahead is None:
+        return said + "; over the run's later half its perplexity did not fall, so no pace projects the hours to 100"
+    return said + (
+        f"; at the pace of its later half (perplexity falling as tokens to the power -{ahead['exponent']:.3f}, "
+        f"fitted to {ahead['validations']} validations), a perplexity of 100 would take {ahead['tokens'] / 1e9:,.1f}G "
+        f"tokens, about {ahead['hours']:,.0f} hours of training at its speed: a projection of a plateau's slope, "
+        "which a sudden drop off the plateau (as in the GPU runs) would cut short"
     )
 
 

@@ -252,3 +252,26 @@ def test_the_overnight_reader_joins_probes_to_a_run_and_publishes_only_a_finishe
     )  # fmt: skip
     assert refused.returncode == 2 and "less than 8 hours" in refused.stderr
     assert not (ROOT / "docs" / "results" / "cpu-overnight-trial").exists()
+
+
+def test_the_overnight_projection_reads_a_power_law_back_and_refuses_a_curve_that_does_not_fall(monkeypatch):
+    """cpu_overnight.projection: on validations whose perplexity falls as a power of the tokens it finds the exponent
+    and the hours to 100 worked by hand; a flat curve, or too few validations in the later half, project nothing."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    overnight = importlib.import_module("cpu_overnight")
+    speed = 2_000.0  # tokens per training second
+    tokens = [t * 1e6 for t in range(10, 91, 10)]  # perplexity 316 down to 105
+    valid = [
+        {"step": round(t / 1e4), "tokens": t, "train_seconds": t / speed, "mlm_perplexity": 1_000 * (t / 1e6) ** -0.5}
+        | {"nsp_accuracy": 0.8}
+        for t in tokens
+    ]
+    ahead = overnight.projection(valid)
+    assert ahead["validations"] == 5  # 50M to 90M tokens: from half the training hours on
+    assert math.isclose(ahead["exponent"], 0.5) and math.isclose(ahead["tokens"], 100e6)  # 1000 * 100**-0.5 = 100
+    assert math.isclose(ahead["hours"], 100e6 / speed / 3600)
+    assert "about 14 hours of training" in overnight.verdict(valid)
+    flat = [{**r, "mlm_perplexity": 400.0} for r in valid]
+    assert overnight.projection(flat) is None and "did not fall" in overnight.verdict(flat)
+    assert overnight.projection(valid[-2:]) is None
+    assert overnight.verdict([{**valid[-1], "mlm_perplexity": 90.0}]).startswith("met at")
