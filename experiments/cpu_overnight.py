@@ -19,6 +19,7 @@ Hand-written; not part of the library.
 import argparse
 import json
 import math
+import statistics
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -146,15 +147,14 @@ def projection(valid: list[dict], target: float = TARGET["mlm_perplexity"]) -> d
     late = [r for r in valid if r["train_seconds"] >= half]
     if len(late) < 3:
         return None
-    xs = [math.log(r["tokens"]) for r in late]
-    ys = [math.log(r["mlm_perplexity"]) for r in late]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
-    if slope >= 0:
+    line = statistics.linear_regression(
+        [math.log(r["tokens"]) for r in late], [math.log(r["mlm_perplexity"]) for r in late]
+    )
+    if line.slope >= 0:
         return None
-    tokens = math.exp(mx + (math.log(target) - my) / slope)
+    tokens = math.exp((math.log(target) - line.intercept) / line.slope)
     speed = valid[-1]["tokens"] / valid[-1]["train_seconds"]
-    return {"exponent": -slope, "tokens": tokens, "hours": tokens / speed / 3600, "validations": len(late)}
+    return {"exponent": -line.slope, "tokens": tokens, "hours": tokens / speed / 3600, "validations": len(late)}
 
 
 def verdict(valid: list[dict]) -> str:
