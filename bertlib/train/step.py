@@ -37,7 +37,7 @@ def configure_optimizer(
 
 # %% ../../notebooks/07_pretraining.ipynb #c009
 def lr_factor(step: int, warmup_steps: int, total_steps: int, schedule: str = "linear") -> float:
-    "The multiplier of the peak learning rate at `step` (0-based): warm-up from 0, then decay to 0."
+    "The multiplier of the peak learning rate at `step` (0-based): warm-up from 0, then decay to 0 (or stay at 1)."
     check_choice("schedule", schedule, SCHEDULES)
     if step < warmup_steps:  # as in transformers: the first step has a learning rate of 0
         return step / warmup_steps
