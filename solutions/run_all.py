@@ -14,19 +14,27 @@ screen, and the summary says it was not saved).
     python solutions/run_all.py                # every module whose output is missing, failed or from another source
     python solutions/run_all.py s00 s03        # these modules (a prefix of their names, or a path)
     python solutions/run_all.py --force s07    # again, although its output comes from its source as it is
+    python solutions/run_all.py --jobs 2 s11   # its exercises as processes of their own, two at a time
 
 The exit status is 1 when a module failed, 0 otherwise; Ctrl-C or SIGTERM stop the module that runs and end with one
 line, the outputs saved so far kept. Set `OMP_NUM_THREADS` to time on a known number of threads; the header records
 it.
+
+A module's exercises start from the same seed whether they run together or one by one, so `--jobs N` gives what one
+process prints, in the same order, in about the time of its longest exercise when there are cores for all; the header
+then says so. The exercises share the machine: outputs that time something (s01, s05) are measured alone.
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import hashlib
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -114,32 +122,63 @@ def commit() -> str:
     return head + (" with uncommitted changes to bertlib/, models/ or solutions/" if changed else "")
 
 
-def run_module(module: Path, quick: bool) -> tuple[int, str, float]:
-    """Run `module` as a learner would; its exit status, everything it printed (echoed as it comes) and the seconds. If
-    this script is stopped meanwhile, the module is stopped too."""
+def exercise_numbers(module: Path) -> list[int]:
+    "The numbers of a module's `exercise_N` functions, the ones its command line runs by number."
+    return sorted({int(n) for n in re.findall(r"^def exercise_(\d+)\(", module.read_text(encoding="utf-8"), re.M)})
+
+
+def run_module(module: Path, quick: bool, jobs: int = 1) -> tuple[int, str, float]:
+    """Run `module` as a learner would; its exit status, everything it printed (echoed as it comes) and the seconds.
+    With `jobs` above 1, each exercise runs as a process of its own (`python sNN_name.py N`, which starts it from the
+    same seed as a run of them all), at most `jobs` at a time, and their outputs are joined in the exercises' order;
+    the status is the first failure's. If this script is stopped meanwhile, the modules' processes are stopped too."""
     env = {k: v for k, v in os.environ.items() if k != "BERTLIB_QUICK"}
     if quick:
         env["BERTLIB_QUICK"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env["PYTHONUNBUFFERED"] = "1"  # so that its prints and its errors reach the file in the order they happened
-    start = time.perf_counter()
-    with subprocess.Popen(
-        [sys.executable, str(module)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as process:
-        lines = []
-        try:
+    numbers = exercise_numbers(module) if jobs > 1 else []
+    commands = (
+        [[sys.executable, str(module), str(n)] for n in numbers]
+        if len(numbers) > 1
+        else [[sys.executable, str(module)]]
+    )
+    running: list[subprocess.Popen] = []
+    stopping = threading.Event()
+
+    def run(command: list[str]) -> tuple[int, str]:
+        if stopping.is_set():  # the run was stopped before this exercise's turn came
+            return 1, ""
+        shown = f"[exercise {command[2]}] " if len(commands) > 1 else ""
+        with subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        ) as process:
+            running.append(process)
+            lines = []
             for line in process.stdout:
-                print(line, end="", flush=True)
+                print(shown + line, end="", flush=True)
                 lines.append(line)
-        except BaseException:  # Ctrl-C from a terminal reached the module too; a signal sent to this script did not
-            process.terminate()
-            process.wait()
+        return process.returncode, "".join(lines)
+
+    start = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run, command) for command in commands]
+        try:
+            results = [future.result() for future in futures]
+        except BaseException:  # Ctrl-C from a terminal reached the modules too; a signal sent to this script did not
+            stopping.set()
+            for future in futures:
+                future.cancel()
+            for process in running:
+                process.terminate()
             raise
-    return process.returncode, "".join(lines), time.perf_counter() - start
+    status = next((code for code, _ in results if code != 0), 0)
+    return status, "".join(text for _, text in results), time.perf_counter() - start
 
 
-def header(module: Path, quick: bool, status: int, seconds: float) -> str:
-    "The lines that head a saved output: what ran, where, when, from which commit, how long, and how it ended."
+def header(module: Path, quick: bool, status: int, seconds: float, jobs: int = 1) -> str:
+    """The lines that head a saved output: what ran, where, when, from which commit, how long, and how it ended (and,
+    when its exercises ran as processes of their own, how many at a time)."""
     shown = module.relative_to(ROOT) if module.is_relative_to(ROOT) else module
     minutes = f" ({seconds / 60:.1f} min)" if seconds >= 60 else ""
     lines = {
@@ -151,6 +190,11 @@ def header(module: Path, quick: bool, status: int, seconds: float) -> str:
         "commit": commit(),
         "source": f"sha256 {source_hash(module)}",
         "wall time": f"{seconds:.0f} s{minutes}",
+        **(
+            {"processes": f"one per exercise, {jobs} at a time"}
+            if jobs > 1 and len(exercise_numbers(module)) > 1
+            else {}
+        ),
         "status": "ok" if status == 0 else f"failed (exit status {status})",
     }
     return "".join(f"# {name}: {value}\n" for name, value in lines.items())
@@ -168,7 +212,7 @@ def _stop(signum: int, frame) -> None:
     raise Stopped(signum)
 
 
-def run_all(modules: list[Path], output_dir: Path, force: bool, quick: bool) -> dict[str, str]:
+def run_all(modules: list[Path], output_dir: Path, force: bool, quick: bool, jobs: int = 1) -> dict[str, str]:
     "Run `modules` and save their outputs in `output_dir`; what became of each, by name."
     results = {}
     for module in modules:
@@ -177,11 +221,11 @@ def run_all(modules: list[Path], output_dir: Path, force: bool, quick: bool) -> 
             results[module.stem] = "skipped: its output comes from its source as it is"
             continue
         print(f"\n### {module.name}", flush=True)
-        status, text, seconds = run_module(module, quick)
+        status, text, seconds = run_module(module, quick, jobs)
         outcome = f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f} s"
         why = kept_instead(output, quick, status)
         if why is None:
-            atomic_write(output, header(module, quick, status, seconds) + "\n" + text)
+            atomic_write(output, header(module, quick, status, seconds, jobs) + "\n" + text)
             results[module.stem] = f"{outcome} -> {output}"
         else:
             results[module.stem] = f"{outcome}, not saved: {output} keeps its full-mode output ({why})"
@@ -198,12 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="*", help="prefixes of module names (s07) or paths; default: every module")
     parser.add_argument("--force", action="store_true", help="run a module even when its output is current")
     parser.add_argument("--quick", action="store_true", help="run in quick mode (BERTLIB_QUICK=1), as CI does")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="run each module's exercises as separate processes, this many at a time"
+    )
     parser.add_argument("--output-dir", type=Path, default=OUTPUTS, help=f"where outputs go (default: {OUTPUTS})")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give 1 or more processes at a time")
     args.output_dir.mkdir(parents=True, exist_ok=True)
     previous = signal.signal(signal.SIGTERM, _stop)
     try:
-        results = run_all(chosen_modules(args.modules), args.output_dir, args.force, args.quick)
+        results = run_all(chosen_modules(args.modules), args.output_dir, args.force, args.quick, args.jobs)
     except (KeyboardInterrupt, Stopped) as stop:
         name = "SIGINT" if isinstance(stop, KeyboardInterrupt) else str(stop)
         print(f"run_all.py: stopped by {name}; the outputs saved before are kept", file=sys.stderr)

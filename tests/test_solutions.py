@@ -205,3 +205,32 @@ def test_solution_runs_in_quick_mode_and_prints_its_results(module, tmp_path):
         body = section.split("\n", 1)[1] if "\n" in section else ""
         assert re.search(r"\d", body), f"exercise {number} printed no number:\n{section}"
     assert re.search(r"^done: exercise_1 ", result.stdout, flags=re.M), result.stdout[-2000:]
+
+
+def test_run_all_with_jobs_runs_each_exercise_alone_and_joins_their_outputs_in_order(tmp_path):
+    "`--jobs 2`: one process each, saved in the order of a run of them all (the slow first one too), a failure kept."
+    module = tmp_path / "s96_split.py"
+    module.write_text(
+        "import sys, time\n"
+        "def exercise_1():\n    time.sleep(1.0); print('== exercise 1: slow')\n"  # ends after exercise 2
+        "def exercise_2():\n    print('== exercise 2: quick')\n"
+        "def exercise_3():\n    print('== exercise 3: fails'); raise SystemExit(3)\n"
+        "chosen = [int(a) for a in sys.argv[1:]] or [1, 2, 3]\n"
+        "print(f'{sys.argv[0]}: exercises {chosen}')\n"
+        "for number in chosen:\n    globals()[f'exercise_{number}']()\n"
+    )
+    outputs = tmp_path / "outputs"
+    script = str(ROOT / "solutions" / "run_all.py")
+    result = _run([script, "--quick", "--jobs", "2", "--output-dir", str(outputs), str(module)], tmp_path, quick=False)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"^\[exercise 2\] == exercise 2: quick$", result.stdout, flags=re.M), result.stdout
+    head, _, body = (outputs / "s96_split.txt").read_text(encoding="utf-8").partition("\n\n")
+    fields = dict(line[2:].split(": ", 1) for line in head.splitlines())
+    assert fields["processes"] == "one per exercise, 2 at a time" and fields["status"] == "failed (exit status 3)"
+    assert re.findall(r"^== exercise (\d+)", body, flags=re.M) == ["1", "2", "3"], body
+    assert re.findall(r"exercises \[(\d)\]", body) == ["1", "2", "3"], body  # each in a process of its own
+
+    wrong = _run([script, "--jobs", "0", str(module)], tmp_path, quick=False)
+    assert wrong.returncode == 2 and wrong.stderr.strip().splitlines()[-1].endswith(
+        "give 1 or more processes at a time"
+    )
