@@ -211,10 +211,11 @@ def test_finetune_keeps_the_best_validation_and_resumes(tmp_path, hf_source, tas
     assert saved.task == "rte" and saved.eval_every == 4 and saved.max_seq_len == 128
     model, tokenizer = load_model(tmp_path / "run")
     assert isinstance(model, BertForSequenceClassification) and model.label_names == RTE_LABELS
-    # resuming a longer run continues from the newest checkpoint and records the new length
+    # resuming a longer run with the settings it began with (its length unset, now resolved and saved) continues from
+    # the newest checkpoint and records the new length
     more = finetune(
         tmp_path / "run",
-        FinetuneConfig(**{**saved.to_dict(), "epochs": 3}),
+        replace(cfg, epochs=3),
         data_dir=task_data,
         resume=True,
         show_progress=False,

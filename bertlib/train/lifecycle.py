@@ -1,10 +1,10 @@
-"""The life of a run folder that every recipe (pre-training, distillation, fine-tuning) shares: join the process
-group `torchrun` describes; refuse a folder inside a run or holding one (runs never nest); take the folder's lock, so
-that one process at a time writes it; for a new run, check that the folder is free before anything is written, then
-make it whole at once, with a fingerprint of the data it learns from; for a resumed one, read its settings back (a
-change is allowed to `RESUMABLE_FIELDS` only, the length may not end before the newest checkpoint, and the training
-data must be the data it learned from) and record the new ones; choose the CPU threads; at the end, release the lock
-and leave the process group.
+"""The life of a run folder that every recipe (pre-training, distillation, fine-tuning) shares: join the process group
+`torchrun` describes; refuse a folder inside a run or holding one (runs never nest); take the folder's lock, so that one
+process at a time writes it; for a new run, check that the folder is free before anything is written, then make it whole
+at once, with a fingerprint of the data it learns from; for a resumed one, read its settings back (a change is allowed
+to `RESUMABLE_FIELDS` only, a setting left unset keeps the run's, the length may not end before the newest checkpoint,
+and the training data must be the data it learned from) and record the new ones; choose the CPU threads; at the end,
+release the lock and leave the process group.
 
 Written by hand: production plumbing that the recipes use.
 """
@@ -125,7 +125,10 @@ def resumed_config(
         cfg = kind.from_dict({**saved.cfg.to_dict(), **cfg})
     if cfg is None:
         return saved.model_config, saved_cfg, saved.tokenizer
-    cfg = absolute_references(cfg)
+    # a setting left unset keeps what the run resolved from it when it began (SQuAD's doc_stride, a task's length), so
+    # the settings a run was started with resume it
+    unset = {f.name: getattr(saved_cfg, f.name) for f in fields(cfg) if getattr(cfg, f.name) is None}
+    cfg = absolute_references(replace(cfg, **{k: v for k, v in unset.items() if k not in RESUMABLE_FIELDS}))
     changed = {
         f.name
         for f in fields(saved_cfg)
