@@ -43,7 +43,8 @@ from study import (
 from bertlib import load_run
 from bertlib.recipes.finetune import SELECTION_METRIC, finetune
 from bertlib.tasks.load import SQUAD_OFFLINE_EVAL_ARTICLES
-from bertlib.train.checkpoints import checkpoints
+from bertlib.train.checkpoints import checkpoint_step, checkpoints
+from bertlib.train.runs import read_metrics
 from bertlib.train.settings import FinetuneConfig, default_seq_len
 
 HERE = ROOT / "experiments" / "finetune_study"
@@ -107,6 +108,16 @@ TARGETS = {"sst2": "BERT-Tiny", "conll2003": 82.0, "squad": 30.0}
 TARGET_GAIN = 3.0  # points that pre-training should be worth over random weights, on every task
 
 
+def trained_seconds(run_dir: Path) -> float:
+    """The training time a stopped run recorded up to its newest checkpoint, where its resumption continues: a resumed
+    run's minutes add it to the wall time of the process that finished it (the stopped processes' validations and
+    start-up left out)."""
+    newest = checkpoint_step(checkpoints(run_dir)[-1])
+    records = read_metrics(run_dir / "metrics.jsonl")
+    done = [r["train_seconds"] for r in records if "train_seconds" in r and r["step"] <= newest]
+    return max(done, default=0.0)
+
+
 def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: float | None = None) -> dict:
     """Fine-tune once and write the result file into `out/results` (skipped when it exists); `lr` overrides the
     plan's learning rate and is then part of the run's name."""
@@ -120,13 +131,14 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: flo
     resume = bool(checkpoints(run_dir))  # a run that stopped continues from its newest checkpoint
     if not resume:
         shutil.rmtree(run_dir, ignore_errors=True)
+    before = trained_seconds(run_dir) if resume else 0.0
     settings = {**spec["settings"], **({} if lr is None else {"lr": lr}), **(SMOKE if smoke else {})}
     if smoke:
         settings.pop("eval_every", None)
     cfg = FinetuneConfig(task=task, source=str(SOURCE), init=init, seed=seed, log_every=50, **settings)
     start = time.perf_counter()
     records = finetune(run_dir, cfg, resume=resume, show_progress=sys.stderr.isatty())
-    minutes = (time.perf_counter() - start) / 60
+    minutes = (before + time.perf_counter() - start) / 60
     valid = [r for r in records if r.get("split") == "validation"]
     metric = SELECTION_METRIC[task]
     best = max(valid, key=lambda r: r[metric])

@@ -275,3 +275,21 @@ def test_the_overnight_projection_reads_a_power_law_back_and_refuses_a_curve_tha
     assert overnight.projection(flat) is None and "did not fall" in overnight.verdict(flat)
     assert overnight.projection(valid[-2:]) is None
     assert overnight.verdict([{**valid[-1], "mlm_perplexity": 90.0}]).startswith("met at")
+
+
+def test_a_resumed_fine_tuning_run_counts_the_training_time_before_its_stop(tmp_path, monkeypatch):
+    """finetune_study.trained_seconds: the training time a stopped run recorded up to its newest complete checkpoint
+    (where its resumption continues), not past it, and not from records without a time (events); a resumed run's
+    minutes add it, where they once held the last process's wall time alone."""
+    monkeypatch.syspath_prepend(str(EXPERIMENTS))
+    study_module = importlib.import_module("finetune_study")
+    run = tmp_path / "run"
+    for step, complete in ((4, True), (6, False)):  # step 6's checkpoint was cut off by the stop
+        folder = run / "checkpoints" / f"step-{step:07d}"
+        folder.mkdir(parents=True)
+        for name in ("model.safetensors", "checksums.json") if complete else ("model.safetensors",):
+            (folder / name).write_bytes(b"")
+    records = [{"step": s, "loss": 1.0, "train_seconds": 10.0 * s} for s in (2, 4, 6)]
+    records.insert(1, {"step": 3, "event": "a line without a time"})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert study_module.trained_seconds(run) == 40.0
