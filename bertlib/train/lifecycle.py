@@ -127,8 +127,8 @@ def resumed_config(
         return saved.model_config, saved_cfg, saved.tokenizer
     # a setting left unset keeps what the run resolved from it when it began (SQuAD's doc_stride, a task's length), so
     # the settings a run was started with resume it
-    unset = {f.name: getattr(saved_cfg, f.name) for f in fields(cfg) if getattr(cfg, f.name) is None}
-    cfg = absolute_references(replace(cfg, **{k: v for k, v in unset.items() if k not in RESUMABLE_FIELDS}))
+    unset = {f.name for f in fields(cfg) if f.name not in RESUMABLE_FIELDS and getattr(cfg, f.name) is None}
+    cfg = absolute_references(replace(cfg, **{name: getattr(saved_cfg, name) for name in unset}))
     changed = {
         f.name
         for f in fields(saved_cfg)
