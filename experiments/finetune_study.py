@@ -75,17 +75,23 @@ PLANS = {
     ),
 }
 # Every training example at the course model's 128 tokens (SQuAD: its windows): the learning rate is chosen on
-# validation for each start from `lrs` (seed 0), then the other seeds run at the chosen rate; `random_seeds` run
-# only after every plan's required runs (`--extra`), as time allows.
+# validation for each start from `LRS` (seed 0), then the other seeds run at the chosen rate; more random-init seeds
+# run only after every plan's required runs (`--extra`), as time allows. A plan that `extends` another runs only its
+# `inits`, at the rate that plan chose for each; it is optional, reported once it has results, then whole or lacking.
 FULL_PLANS = {
     "rte-full": dict(task="rte", settings=dict(epochs=3.0, batch_size=32)),
     "conll2003-full": dict(task="conll2003", settings=dict(epochs=4.0, batch_size=32)),
     # four validations an epoch: 67,349 sentences make 2,105 steps of 32
     "sst2-full": dict(task="sst2", settings=dict(epochs=2.0, batch_size=32, eval_every=500)),
     "squad-full": dict(task="squad", settings=dict(epochs=2.0, batch_size=32, max_seq_len=128)),
-    # every seed's F1 was still rising when squad-full's 2-epoch schedule ended (issue 40): twice the epochs, at the
-    # rate squad-full chose for the pre-trained start; checkpoints every quarter epoch, so a stopped run resumes
-    "squad-full-e4": dict(task="squad", settings=dict(epochs=4.0, batch_size=32, max_seq_len=128, save_every=240)),
+    # every seed's F1 was still rising when squad-full's 2-epoch schedule ended (issue 40): twice the epochs from the
+    # course model; checkpoints every quarter epoch, so a stopped run resumes
+    "squad-full-e4": dict(
+        task="squad",
+        extends="squad-full",
+        inits=("pretrained",),
+        settings=dict(epochs=4.0, batch_size=32, max_seq_len=128, save_every=240),
+    ),
 }
 LRS = (1e-4, 3e-4)
 SEEDS = (0, 1, 2)
@@ -163,20 +169,28 @@ def run(plan: str, init: str, seed: int, out: Path, smoke: bool = False, lr: flo
 
 
 def chosen_lr(plan: str, init: str, out: Path, smoke: bool = False) -> float:
-    "The learning rate of `LRS` whose seed-0 run of `plan` from `init` validates best (running what is missing)."
+    """The learning rate of `LRS` whose seed-0 run of `plan` from `init` validates best (running what is missing);
+    for a plan that extends another, the rate that plan chose."""
+    if parent := FULL_PLANS[plan].get("extends"):
+        return chosen_lr(parent, init, out, smoke)
     task = FULL_PLANS[plan]["task"]
     return pick_lr({lr: run(plan, init, 0, out, smoke, lr)["best"][SELECTION_METRIC[task]] for lr in LRS})
+
+
+def plan_inits(plan: str) -> tuple[str, ...]:
+    "The starts (`INITS`) that the full-data `plan` runs."
+    return FULL_PLANS[plan].get("inits", INITS)
 
 
 def run_full(plans: list[str], out: Path, smoke: bool = False, extra: bool = False) -> None:
     """Every full-data plan: the learning rate chosen per start, then the seeds; `extra` adds random seeds after
     all required runs, so that a stopped study spends its time on what the table needs first."""
     for plan in plans:
-        for init in INITS:
+        for init in plan_inits(plan):
             lr = chosen_lr(plan, init, out, smoke)
-            for seed in SEEDS if init == "pretrained" else ():
+            for seed in SEEDS if init == "pretrained" else (0,):
                 run(plan, init, seed, out, smoke, lr)
-    for plan in plans if extra else ():
+    for plan in (p for p in plans if extra and "random" in plan_inits(p)):
         lr = chosen_lr(plan, "random", out, smoke)
         for seed in EXTRA_RANDOM_SEEDS:
             run(plan, "random", seed, out, smoke, lr)
@@ -209,13 +223,23 @@ def cell(results: list[dict], task: str, with_count: bool = False) -> str:
 
 def summarise(plan: str, results: list[dict]) -> dict:
     """What the results of the full-data `plan` hold: for each start, the seed-0 run at each learning rate tried,
-    the rate chosen (`pick_lr`) and the runs at that rate (the seeds); and the runs the plan needs that are missing."""
-    task = FULL_PLANS[plan]["task"]
+    the rate chosen (`pick_lr`; for a plan that extends another, the rate that plan chose) and the runs at that rate
+    (the seeds); and the runs the plan needs that are missing (none for an extension without results)."""
+    task, parent = FULL_PLANS[plan]["task"], FULL_PLANS[plan].get("extends")
     mine = [r for r in results if r.get("plan") == plan]
-    starts, lacking = {}, []
-    for init in INITS:
-        tried = {r["settings"]["lr"]: r for r in mine if r["init"] == init and r["seed"] == 0}
-        lacking += [f"{START_NAMES[init]} seed 0 at lr {lr:g}" for lr in LRS if lr not in tried]
+    found, lacking = {}, []
+    for init in plan_inits(plan):
+        rates = LRS
+        if parent:
+            chose = summarise(parent, results)["starts"].get(init)
+            rates = (chose["lr"],) if chose else ()
+            lacking += [] if chose else [f"{START_NAMES[init]} runs of `{parent}`, to choose the rate"]
+        tried = {
+            r["settings"]["lr"]: r
+            for r in mine
+            if r["init"] == init and r["seed"] == 0 and r["settings"]["lr"] in rates
+        }
+        lacking += [f"{START_NAMES[init]} seed 0 at lr {lr:g}" for lr in rates if lr not in tried]
         if not tried:
             continue
         lr = pick_lr({lr: tried[lr]["best"][SELECTION_METRIC[task]] for lr in sorted(tried)})
@@ -223,8 +247,10 @@ def summarise(plan: str, results: list[dict]) -> dict:
         needed = SEEDS if init == "pretrained" else (0,)
         lacking += [f"{START_NAMES[init]} seed {seed}" for seed in needed if seed not in {r["seed"] for r in runs}]
         # the choice holds once every rate has run; until then it is the best so far
-        starts[init] = {"lr": lr, "tried": tried, "runs": runs, "settled": len(tried) == len(LRS)}
-    return {"plan": plan, "task": task, "starts": starts, "lacking": lacking}
+        found[init] = {"lr": lr, "tried": tried, "runs": runs, "settled": len(tried) == len(rates)}
+    if parent and not mine:
+        lacking = []
+    return {"plan": plan, "task": task, "starts": found, "lacking": lacking}
 
 
 def published_scores(path: Path = LITERATURE) -> list[dict]:
@@ -254,26 +280,32 @@ def spread(summary: dict) -> float | None:
 def judgement(summaries: list[dict], published: list[dict]) -> str:
     """The targets, each judged from the numbers (met, or missed by how much; "so far" where the plan lacks runs):
     a target that is a published test-set score is set beside our dev-set score without a verdict, and a gain is met
-    only where it is also larger than twice the seeds' spread. Those that cannot be judged for lack of results from
-    both starts are named."""
+    only where it is also larger than twice the seeds' spread. A score is the task's last plan with pre-trained runs
+    (an extension, once it has them, named), a gain its last plan with both starts. Those that cannot be judged for
+    lack of results from both starts are named."""
     complete = {s["task"]: s for s in summaries if len(s["starts"]) == len(INITS)}
-    pre = {task: mean_score(s["starts"]["pretrained"]["runs"], task) for task, s in complete.items()}
-    gain = {task: pre[task] - mean_score(s["starts"]["random"]["runs"], task) for task, s in complete.items()}
+    latest = {s["task"]: s for s in summaries if s["task"] in complete and "pretrained" in s["starts"]}
+    pre = {task: mean_score(s["starts"]["pretrained"]["runs"], task) for task, s in latest.items()}
+    gain = {
+        task: mean_score(s["starts"]["pretrained"]["runs"], task) - mean_score(s["starts"]["random"]["runs"], task)
+        for task, s in complete.items()
+    }
 
-    def verdict(task: str, value: float, target: float) -> str:
+    def verdict(summary: dict, value: float, target: float) -> str:
         met = "met" if value >= target else f"missed by {target - value:.1f} points"
-        return met + (" so far" if complete[task]["lacking"] else "")
+        return met + (" so far" if summary["lacking"] else "")
 
     def score(task: str, target: float, whose: str) -> str:
+        plan = f" (`{latest[task]['plan']}`)" if latest[task] is not complete[task] else ""
         if "test-set" in whose:  # a dev score against a test score is two measurements, not a verdict
-            return f": {pre[task]:.1f} on the dev set, a different measurement, so no verdict"
-        return f": {pre[task]:.1f}, {verdict(task, pre[task], target)}"
+            return f": {pre[task]:.1f}{plan} on the dev set, a different measurement, so no verdict"
+        return f": {pre[task]:.1f}{plan}, {verdict(latest[task], pre[task], target)}"
 
     def worth(task: str, value: float) -> str:
         noise = spread(complete[task])
         if value >= TARGET_GAIN and noise is not None and abs(value) <= noise:
             return f"{TITLES[task]} {value:+.1f}, within twice the seeds' spread ({noise:.1f}), so not shown"
-        return f"{TITLES[task]} {value:+.1f}, {verdict(task, value, TARGET_GAIN)}"
+        return f"{TITLES[task]} {value:+.1f}, {verdict(complete[task], value, TARGET_GAIN)}"
 
     scores = [
         f"{TITLES[task]} ≥ {target:g} ({whose})" + (score(task, target, whose) if task in pre else "")
@@ -310,6 +342,21 @@ def lacking(summaries: list[dict]) -> str:
     )
 
 
+def extensions(summaries: list[dict]) -> str:
+    """A sentence, and a space after it, on each plan with results that extends another: the starts it runs and the
+    settings it changes."""
+    said = []
+    for s in (s for s in summaries if s["starts"] and FULL_PLANS[s["plan"]].get("extends")):
+        parent = FULL_PLANS[s["plan"]]["extends"]
+        mine, theirs = FULL_PLANS[s["plan"]]["settings"], FULL_PLANS[parent]["settings"]
+        changed = [f"{k} {v:g} instead of {theirs[k]:g}" for k, v in mine.items() if k in theirs and theirs[k] != v]
+        said.append(
+            f"`{s['plan']}` extends `{parent}`: {', '.join(changed)}, from the "
+            f"{' and '.join(START_NAMES[i] for i in plan_inits(s['plan']))} start only, at the rate `{parent}` chose. "
+        )
+    return "".join(said)
+
+
 def examples(settings: dict) -> str:
     "How many training examples a run used: all, or its slice."
     return f"{settings['train_examples']:,}" if settings["train_examples"] else "all"
@@ -322,7 +369,10 @@ def full_table(summaries: list[dict]) -> list[str]:
         "batch | max len | steps | min per run |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for s in (s for s in summaries if s["starts"]):
+    shown = [s for s in summaries if s["starts"]]
+    every = [r for s in shown for start in s["starts"].values() for r in start["runs"]]
+    mixed = len({machine_kind(r) for r in every}) > 1
+    for s in shown:
         task, starts = s["task"], s["starts"]
         runs = [r for start in starts.values() for r in start["runs"]]
         settings = runs[0]["settings"]
@@ -337,7 +387,7 @@ def full_table(summaries: list[dict]) -> list[str]:
         lines.append(
             f"| {TITLES[task]}{' (EM)' if task == 'squad' else ''} (`{s['plan']}`) | {' | '.join(cells)} | {gain} | "
             f"{lrs} | {examples(settings)} | {settings['epochs']:g} | {settings['batch_size']} | "
-            f"{settings['max_seq_len']} | {runs[0]['train'][-1]['step']:,} | {minutes_by_machine(runs)} |"
+            f"{settings['max_seq_len']} | {runs[0]['train'][-1]['step']:,} | {minutes_by_machine(runs, mixed)} |"
         )
     return lines
 
@@ -349,11 +399,12 @@ def machine_kind(result: dict) -> str:
     return gpu.removeprefix("NVIDIA ") if gpu else parts[0]
 
 
-def minutes_by_machine(runs: list[dict]) -> str:
-    "The mean minutes of `runs`, one figure per machine, since a GPU run and a CPU run of the same plan differ 20-fold."
+def minutes_by_machine(runs: list[dict], named: bool) -> str:
+    """The mean minutes of `runs`, one figure per machine, since a GPU run and a CPU run of the same plan differ
+    20-fold; each named when `runs` or `named` (the table mixes machines) calls for it."""
     kinds = sorted({machine_kind(r) for r in runs})
     means = {k: statistics.mean(r["minutes"] for r in runs if machine_kind(r) == k) for k in kinds}
-    return ", ".join(f"{m:.1f}" + (f" ({k})" if len(kinds) > 1 else "") for k, m in means.items())
+    return ", ".join(f"{m:.1f}" + (f" ({k})" if named or len(kinds) > 1 else "") for k, m in means.items())
 
 
 def published_table(summaries: list[dict], published: list[dict]) -> list[str]:
@@ -437,9 +488,10 @@ def lr_table(summaries: list[dict]) -> list[str]:
     for s in summaries:
         for init, start in s["starts"].items():
             scores = [cell([start["tried"][lr]], s["task"]) if lr in start["tried"] else "not run" for lr in LRS]
+            chose = f" (`{parent}`'s)" if (parent := FULL_PLANS[s["plan"]].get("extends")) else ""
             lines.append(
                 f"| {TITLES[s['task']]} (`{s['plan']}`) | {START_NAMES[init]} | {' | '.join(scores)} | "
-                f"{start['lr']:g}{'' if start['settled'] else ' so far'} |"
+                f"{start['lr']:g}{'' if start['settled'] else ' so far'}{chose} |"
             )
     return lines
 
@@ -494,8 +546,9 @@ def block(summaries: list[dict], published: list[dict], where: str, figure: str,
         "Each cell: the best validation score over the epochs, mean ± standard deviation over the n seeds. "
         "*pre-trained* starts from the course model (`models/course-mini`), *random* from the same architecture "
         "with random weights, with the same budget; each start's learning rate was chosen on validation from "
-        f"{' and '.join(f'{lr:g}' for lr in LRS)} with seed 0, and its other seeds ran at it ({rates}). *gain* is "
-        "pre-trained minus random, in points. Validation: the task's own (GLUE's and CoNLL's dev files); offline, "
+        f"{' and '.join(f'{lr:g}' for lr in LRS)} with seed 0, and its other seeds ran at it ({rates}). "
+        f"{extensions(summaries)}*gain* is pre-trained minus random, in points. Validation: the task's own (GLUE's "
+        "and CoNLL's dev files); offline, "
         f"SQuAD has only its dev file, whose last {SQUAD_OFFLINE_EVAL_ARTICLES} articles validate and the others "
         f"train. Machines: {machines(runs)}; each run's machine is in its result file. The runs shared their machine "
         f"with other jobs{', several at a time on one GPU' if any('NVIDIA' in r['machine'] for r in runs) else ''}, "

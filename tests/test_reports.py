@@ -59,7 +59,7 @@ def finetune_study(monkeypatch):
 
 def finetune_result(plan: str, init: str, seed: int, lr: float, score: float) -> dict:
     "A result file of the fine-tuning study as `run` writes it, with `score` as its best validation (a fraction)."
-    task = plan.removesuffix("-full")
+    task = plan.split("-")[0]
     metric = {"conll2003": "f1", "squad": "f1"}.get(task, "accuracy")
     best = {"step": 20, "split": "validation", metric: score, **({"exact_match": score / 2} if task == "squad" else {})}
     settings = {"lr": lr, "epochs": 3.0, "batch_size": 32, "max_seq_len": 128, "doc_stride": 42, "train_examples": None}
@@ -126,9 +126,10 @@ def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what
     assert "Not judged yet, for want of results from both starts: CoNLL-2003 entity F1, SQuAD v1.1 F1" in block
     assert "`conll2003-full`: no results yet" in block
     assert "`squad-full`: pre-trained seed 0 at lr 0.0003, pre-trained seed 1, pre-trained seed 2, random init" in block
-    # two of SST-2's runs were made on a GPU: the minutes are given per machine, and both machines are named
+    # two of SST-2's runs were made on a GPU: the minutes are given per machine, and both machines are named; so is
+    # RTE's one machine, since the table mixes them
     assert "| 3 | 32 | 128 | 20 | 2.0 (Test CPU, 2 cores), 0.5 (Test GPU) |" in block
-    assert "| 3 | 32 | 128 | 20 | 2.0 |" in block  # RTE's, all on one machine
+    assert "| 3 | 32 | 128 | 20 | 2.0 (Test CPU, 2 cores) |" in block
     assert (
         "Machines: Test CPU, 16 cores; NVIDIA Test GPU; torch 2.0 (3 threads) and Test CPU, 2 cores (1 thread);"
         in block
@@ -145,6 +146,53 @@ def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what
     assert "| SST-2 accuracy (`sst2-full`) | pre-trained | 80.0 | 81.0 | 0.0003 |" in study_readme
     assert "| SQuAD v1.1 F1 (`squad-full`) | pre-trained | 20.0 (10.0) | not run | 0.0001 so far |" in study_readme
     assert "## Earlier slices" not in study_readme  # none of the slice plans' results are in the folder
+
+
+def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_judged(finetune_study, tmp_path):
+    """squad-full-e4 extends squad-full: the pre-trained start only, at the rate squad-full chose (3e-4 here; its
+    runs at another rate are not the plan's); the SQuAD target is judged on it, the gain on squad-full's two starts."""
+    runs = [
+        ("squad-full", "pretrained", 0, 1e-4, 0.20),
+        ("squad-full", "pretrained", 0, 3e-4, 0.27),
+        ("squad-full", "pretrained", 1, 3e-4, 0.28),
+        ("squad-full", "pretrained", 2, 3e-4, 0.26),
+        ("squad-full", "random", 0, 1e-4, 0.10),
+        ("squad-full", "random", 0, 3e-4, 0.09),
+        ("squad-full-e4", "pretrained", 0, 1e-4, 0.35),
+        ("squad-full-e4", "pretrained", 0, 3e-4, 0.29),
+        ("squad-full-e4", "pretrained", 1, 3e-4, 0.30),
+    ]
+    results = tmp_path / "study" / "results"
+    results.mkdir(parents=True)
+    for run in runs:
+        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(finetune_result(*run)))
+    page = tmp_path / "finetuning.md"
+    page.write_text((ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8"), encoding="utf-8")
+
+    def report() -> str:
+        finetune_study.report(tmp_path / "study", page)
+        return (tmp_path / "study" / "README.md").read_text(encoding="utf-8")
+
+    study_readme = report()
+    assert "`squad-full-e4`: pre-trained seed 2;" in study_readme  # a started extension must be whole
+    assert "SQuAD v1.1 F1 ≥ 30 (the study's): 29.5 (`squad-full-e4`), missed by 0.5 points so far" in study_readme
+    (results / "squad-full-e4-lr0.0003-pretrained-s2.json").write_text(
+        json.dumps(finetune_result("squad-full-e4", "pretrained", 2, 3e-4, 0.31))
+    )
+    study_readme = report()
+    block = study_readme.split("## Learning rates tried")[0]
+    assert "`squad-full-e4`" not in block.split("**Not in the table yet**")[1].split("\n")[0]
+    assert "| SQuAD v1.1 F1 (EM) (`squad-full-e4`) | 30.0 ± 1.0 (15.0) (n=3) | – | – | 0.0003, – |" in block
+    assert "| SQuAD v1.1 F1 (EM) (`squad-full`) | 27.0 ± 1.0 (13.5) (n=3) | 10.0 (5.0) (n=1) | +17.0 |" in block
+    assert "SQuAD v1.1 F1 ≥ 30 (the study's): 30.0 (`squad-full-e4`), met;" in block
+    assert "SQuAD v1.1 F1 +17.0, met" in block
+    assert (
+        "`squad-full-e4` extends `squad-full`: epochs 4 instead of 2, from the pre-trained start only, at the rate "
+        "`squad-full` chose." in block
+    )
+    assert "| SQuAD v1.1 F1 (`squad-full-e4`) | pre-trained | not run | 29.0 (14.5) | 0.0003 (`squad-full`'s) |" in (
+        study_readme
+    )
 
 
 def test_the_finetune_report_refuses_results_without_a_full_data_run(finetune_study, tmp_path):
