@@ -303,9 +303,10 @@ def judgement(summaries: list[dict], published: list[dict]) -> str:
 
     def worth(task: str, value: float) -> str:
         noise = spread(complete[task])
+        plan = f" (`{complete[task]['plan']}`)" if latest[task] is not complete[task] else ""
         if value >= TARGET_GAIN and noise is not None and abs(value) <= noise:
-            return f"{TITLES[task]} {value:+.1f}, within twice the seeds' spread ({noise:.1f}), so not shown"
-        return f"{TITLES[task]} {value:+.1f}, {verdict(complete[task], value, TARGET_GAIN)}"
+            return f"{TITLES[task]} {value:+.1f}{plan}, within twice the seeds' spread ({noise:.1f}), so not shown"
+        return f"{TITLES[task]} {value:+.1f}{plan}, {verdict(complete[task], value, TARGET_GAIN)}"
 
     scores = [
         f"{TITLES[task]} ≥ {target:g} ({whose})" + (score(task, target, whose) if task in pre else "")
@@ -351,7 +352,7 @@ def extensions(summaries: list[dict]) -> str:
         mine, theirs = FULL_PLANS[s["plan"]]["settings"], FULL_PLANS[parent]["settings"]
         changed = [f"{k} {v:g} instead of {theirs[k]:g}" for k, v in mine.items() if k in theirs and theirs[k] != v]
         said.append(
-            f"`{s['plan']}` extends `{parent}`: {', '.join(changed)}, from the "
+            f"`{s['plan']}` runs `{parent}` again, fresh, with {', '.join(changed)} (a schedule of its own), from the "
             f"{' and '.join(START_NAMES[i] for i in plan_inits(s['plan']))} start only, at the rate `{parent}` chose. "
         )
     return "".join(said)

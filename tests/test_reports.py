@@ -185,10 +185,10 @@ def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_
     assert "| SQuAD v1.1 F1 (EM) (`squad-full-e4`) | 30.0 ± 1.0 (15.0) (n=3) | – | – | 0.0003, – |" in block
     assert "| SQuAD v1.1 F1 (EM) (`squad-full`) | 27.0 ± 1.0 (13.5) (n=3) | 10.0 (5.0) (n=1) | +17.0 |" in block
     assert "SQuAD v1.1 F1 ≥ 30 (the study's): 30.0 (`squad-full-e4`), met;" in block
-    assert "SQuAD v1.1 F1 +17.0, met" in block
+    assert "SQuAD v1.1 F1 +17.0 (`squad-full`), met" in block
     assert (
-        "`squad-full-e4` extends `squad-full`: epochs 4 instead of 2, from the pre-trained start only, at the rate "
-        "`squad-full` chose." in block
+        "`squad-full-e4` runs `squad-full` again, fresh, with epochs 4 instead of 2 (a schedule of its own), from the "
+        "pre-trained start only, at the rate `squad-full` chose." in block
     )
     assert "| SQuAD v1.1 F1 (`squad-full-e4`) | pre-trained | not run | 29.0 (14.5) | 0.0003 (`squad-full`'s) |" in (
         study_readme
