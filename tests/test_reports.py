@@ -174,7 +174,7 @@ def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_
         return (tmp_path / "study" / "README.md").read_text(encoding="utf-8")
 
     study_readme = report()
-    assert "`squad-full-e4`: pre-trained seed 2;" in study_readme  # a started extension must be whole
+    assert "`squad-full-e4`: pre-trained seed 2)" in study_readme  # a started extension must be whole
     assert "SQuAD v1.1 F1 ≥ 30 (the study's): 29.5 (`squad-full-e4`), missed by 0.5 points so far" in study_readme
     (results / "squad-full-e4-lr0.0003-pretrained-s2.json").write_text(
         json.dumps(finetune_result("squad-full-e4", "pretrained", 2, 3e-4, 0.31))
@@ -184,7 +184,7 @@ def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_
     assert "`squad-full-e4`" not in block.split("**Not in the table yet**")[1].split("\n")[0]
     assert "| SQuAD v1.1 F1 (EM) (`squad-full-e4`) | 30.0 ± 1.0 (15.0) (n=3) | – | – | 0.0003, – |" in block
     assert "| SQuAD v1.1 F1 (EM) (`squad-full`) | 27.0 ± 1.0 (13.5) (n=3) | 10.0 (5.0) (n=1) | +17.0 |" in block
-    assert "SQuAD v1.1 F1 ≥ 30 (the study's): 30.0 (`squad-full-e4`), met;" in block
+    assert "SQuAD v1.1 F1 ≥ 30 (the study's): 30.0 (`squad-full-e4`), met." in block
     assert "SQuAD v1.1 F1 +17.0 (`squad-full`), met" in block
     assert (
         "`squad-full-e4` runs `squad-full` again, fresh, with epochs 4 instead of 2 (a schedule of its own), from the "
