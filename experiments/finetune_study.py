@@ -233,7 +233,8 @@ def summarise(plan: str, results: list[dict]) -> dict:
         if parent:
             chose = summarise(parent, results)["starts"].get(init)
             rates = (chose["lr"],) if chose else ()
-            lacking += [] if chose else [f"{START_NAMES[init]} runs of `{parent}`, to choose the rate"]
+            if not chose:
+                lacking.append(f"{START_NAMES[init]} runs of `{parent}`, to choose the rate")
         tried = {
             r["settings"]["lr"]: r
             for r in mine

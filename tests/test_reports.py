@@ -81,6 +81,18 @@ def finetune_result(plan: str, init: str, seed: int, lr: float, score: float) ->
     }
 
 
+def write_results(study: Path, results: list[dict]) -> Path:
+    """The fine-tuning study's result files in `study/results`, named as `run` names them, and a copy of the site's
+    page beside them, for the report to rewrite: its path."""
+    folder = study / "results"
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in results:
+        (folder / f"{r['plan']}-lr{r['settings']['lr']:g}-{r['init']}-s{r['seed']}.json").write_text(json.dumps(r))
+    page = study.parent / "finetuning.md"
+    page.write_text((ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8"), encoding="utf-8")
+    return page
+
+
 def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what_it_lacks(finetune_study, tmp_path):
     runs = [
         # RTE: pre-trained validates best at 1e-4, random init at 3e-4
@@ -100,14 +112,11 @@ def test_the_finetune_report_chooses_the_rates_judges_the_targets_and_names_what
         # SQuAD: one run so far; CoNLL-2003: none
         ("squad-full", "pretrained", 0, 1e-4, 0.20),
     ]
-    results = tmp_path / "study" / "results"
-    results.mkdir(parents=True)
     gpu = dict(machine="Test CPU, 16 cores; NVIDIA Test GPU; torch 2.0", threads=3, minutes=0.5)
-    for run in runs:
-        result = finetune_result(*run) | (gpu if run[:2] == ("sst2-full", "pretrained") and run[2] > 0 else {})
-        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(result))
-    page = tmp_path / "finetuning.md"
-    page.write_text((ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8"), encoding="utf-8")
+    results = [
+        finetune_result(*run) | (gpu if run[:2] == ("sst2-full", "pretrained") and run[2] > 0 else {}) for run in runs
+    ]
+    page = write_results(tmp_path / "study", results)
     finetune_study.report(tmp_path / "study", page)
     # partial results: the study's report says what they hold and lack, and the page stays as it was
     assert page.read_text(encoding="utf-8") == (ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8")
@@ -162,12 +171,7 @@ def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_
         ("squad-full-e4", "pretrained", 0, 3e-4, 0.29),
         ("squad-full-e4", "pretrained", 1, 3e-4, 0.30),
     ]
-    results = tmp_path / "study" / "results"
-    results.mkdir(parents=True)
-    for run in runs:
-        (results / f"{run[0]}-lr{run[3]:g}-{run[1]}-s{run[2]}.json").write_text(json.dumps(finetune_result(*run)))
-    page = tmp_path / "finetuning.md"
-    page.write_text((ROOT / "docs" / "finetuning.md").read_text(encoding="utf-8"), encoding="utf-8")
+    page = write_results(tmp_path / "study", [finetune_result(*run) for run in runs])
 
     def report() -> str:
         finetune_study.report(tmp_path / "study", page)
@@ -176,9 +180,7 @@ def test_a_plan_that_extends_another_runs_at_the_rate_it_chose_and_its_score_is_
     study_readme = report()
     assert "`squad-full-e4`: pre-trained seed 2)" in study_readme  # a started extension must be whole
     assert "SQuAD v1.1 F1 ≥ 30 (the study's): 29.5 (`squad-full-e4`), missed by 0.5 points so far" in study_readme
-    (results / "squad-full-e4-lr0.0003-pretrained-s2.json").write_text(
-        json.dumps(finetune_result("squad-full-e4", "pretrained", 2, 3e-4, 0.31))
-    )
+    write_results(tmp_path / "study", [finetune_result("squad-full-e4", "pretrained", 2, 3e-4, 0.31)])
     study_readme = report()
     block = study_readme.split("## Learning rates tried")[0]
     assert "`squad-full-e4`" not in block.split("**Not in the table yet**")[1].split("\n")[0]
